@@ -1,7 +1,25 @@
-//! egress-proxy: an egress allowlist proxy.
+//! egress-proxy: an egress allowlist proxy. Untrusted code reaches the network only
+//! through it, and only where the organization allowlist and the narrower request
+//! `network_policy` both allow. Every denied attempt is written to the audit log.
 //!
 //! # Layout
 //!
-//! - [`policy`]: the pure policy core (parse, compile, cover, decide).
+//! A request flows one way: listener -> connection -> target -> decide (pure) -> deny
+//! (audit + answer) or allow (resolve -> check address -> dial that address -> forward or
+//! tunnel).
+//!
+//! - [`policy`]: the pure policy core: raw file shapes, compiling, host names and
+//!   patterns, the narrowing relation, the decision, shared hosting, address classes.
+//! - [`proxy`]: the server: accept loop, judging a request, answers, HTTP forwarding,
+//!   `CONNECT` tunnels.
+//! - [`net`]: resolving (pins, a chosen DNS server) and dialing checked addresses only.
+//! - [`audit`]: the audit record and its writer.
+//! - [`serve`]: `serve` start-up: loading policies, binding, shutdown and flush.
+//! - [`cli`]: command-line argument types.
 
+pub mod audit;
+pub mod cli;
+pub mod net;
 pub mod policy;
+pub mod proxy;
+pub mod serve;

@@ -1,0 +1,73 @@
+//! Command-line argument types (clap derive). No logic lives here.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// An egress allowlist proxy: lets through only what the organization allowlist and the
+/// narrower request `network_policy` allow, and writes every denied attempt to an audit log.
+#[derive(Debug, Parser)]
+#[command(name = "egress-proxy", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the forwarding HTTP/CONNECT proxy.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The organization policy (TOML): the widest set of destinations anything may reach.
+    #[arg(long, value_name = "FILE", default_value = "policies/org.toml")]
+    pub org: PathBuf,
+
+    /// A request policy (JSON `network_policy`) applied to every connection of this proxy.
+    /// It may only narrow the organization policy: a widening file refuses to start.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+
+    /// Address to listen on, IP:PORT (IPv6 in brackets: [::1]:3128).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:3128")]
+    pub listen: SocketAddr,
+
+    /// Where to write the audit log (JSON Lines); `-` for standard output.
+    #[arg(long, value_name = "PATH", default_value = "-")]
+    pub audit_log: String,
+
+    /// Also write one audit record per allowed connection (with bytes_up/bytes_down).
+    #[arg(long)]
+    pub audit_allowed: bool,
+
+    /// Pin a name to an address, like curl's --resolve (repeatable): HOST=IP.
+    #[arg(long, value_name = "HOST=IP")]
+    pub resolve: Vec<String>,
+
+    /// Send DNS queries to this server (IP:PORT) instead of the system's resolvers.
+    #[arg(long, value_name = "IP:PORT")]
+    pub dns_server: Option<SocketAddr>,
+
+    /// Upstream connect timeout, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub connect_timeout: f64,
+
+    /// DNS lookup timeout, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub dns_timeout: f64,
+
+    /// Time a client has to send a complete request head, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub header_timeout: f64,
+
+    /// Maximum concurrent client connections; beyond it new connections get 503.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_connections: usize,
+
+    /// Seconds to let open connections finish after SIGTERM/SIGINT before closing them.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub shutdown_grace: f64,
+}

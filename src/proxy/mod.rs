@@ -1,0 +1,227 @@
+//! The server: accept loop, per-connection HTTP/1.1, and the path every request takes
+//! (target -> policy levels -> decide -> resolve -> address check -> forward or tunnel).
+//!
+//! - [`request`]: reading the target, the `Host` check and the `X-Network-Policy` header.
+//! - [`judge`]: the policy and address decisions for one request, ending in approved
+//!   addresses or a [`Refusal`].
+//! - [`answer`]: the one place a refusal becomes a response.
+//! - [`forward`]: plain HTTP forwarding through a pool of upstream connections.
+//! - [`tunnel`]: `CONNECT` tunnels.
+
+pub mod answer;
+pub mod forward;
+pub mod judge;
+pub mod request;
+pub mod tunnel;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::audit::AuditLog;
+use crate::net::resolve::Resolver;
+use crate::policy::{OrgPolicy, Reason, RequestPolicy};
+
+pub use judge::Refusal;
+
+/// The body type of every response the proxy sends.
+pub type Body = BoxBody<Bytes, hyper::Error>;
+
+/// Limits and timeouts of the server.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub connect_timeout: Duration,
+    pub header_timeout: Duration,
+    pub max_connections: usize,
+    pub max_header_bytes: usize,
+    pub shutdown_grace: Duration,
+}
+
+/// What every connection shares: the compiled policies, the resolver, the audit log.
+pub struct State {
+    pub org: OrgPolicy,
+    /// The proxy-level request policy: `--policy`, or the organization's default.
+    pub policy: RequestPolicy,
+    pub resolver: Resolver,
+    pub audit: AuditLog,
+    pub audit_allowed: bool,
+    /// The proxy's own listening addresses, always refused as destinations.
+    pub own: Vec<SocketAddr>,
+    pub limits: Limits,
+    pub upstream: forward::Upstream,
+    /// The server's phase; connections and tunnels subscribe to it.
+    pub phase: watch::Sender<Phase>,
+}
+
+/// Who is asking: carried through a request for the audit record.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub addr: SocketAddr,
+    pub request_id: String,
+    pub method: String,
+}
+
+/// Where the server is in its life: connections and tunnels watch this to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Serving,
+    /// A shutdown signal came: finish in-flight requests, no more keep-alive.
+    Draining,
+    /// The grace period is over: tunnels close.
+    Closing,
+}
+
+/// Accept connections on `listener` until `shutdown` completes, then give open
+/// connections and tunnels `limits.shutdown_grace` to finish and close the rest. Each
+/// connection and tunnel holds a clone of a channel sender; the channel closing tells
+/// that all of them are gone (and with them every clone of the audit log).
+pub async fn serve(listener: TcpListener, state: Arc<State>, shutdown: impl Future<Output = ()>) {
+    let permits = Arc::new(Semaphore::new(state.limits.max_connections));
+    let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
+    let mut conns = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let state = state.clone();
+                let done = done_tx.clone();
+                match permits.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        conns.spawn(async move {
+                            serve_connection(stream, peer, state, done).await;
+                            drop(permit);
+                        });
+                    }
+                    Err(_) => {
+                        conns.spawn(async move { refuse_over_limit(stream, peer, state).await });
+                    }
+                }
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+    drop(listener);
+    drop(done_tx);
+    state.phase.send_replace(Phase::Draining);
+    let grace = state.limits.shutdown_grace;
+    if tokio::time::timeout(grace, done_rx.recv()).await.is_err() {
+        tracing::info!("closing connections and tunnels still open after the grace period");
+        state.phase.send_replace(Phase::Closing);
+        if tokio::time::timeout(Duration::from_secs(2), done_rx.recv()).await.is_err() {
+            conns.shutdown().await;
+        }
+    }
+    state.phase.send_replace(Phase::Closing);
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    state: Arc<State>,
+    done: mpsc::Sender<()>,
+) {
+    let _ = stream.set_nodelay(true);
+    let io = TokioIo::new(stream);
+    let svc_state = state.clone();
+    let service = service_fn(move |req: Request<Incoming>| {
+        let state = svc_state.clone();
+        let done = done.clone();
+        async move { Ok::<_, Infallible>(handle(req, peer, state, done).await) }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(state.limits.header_timeout)
+        .max_buf_size(state.limits.max_header_bytes.max(8192));
+    let conn = builder.serve_connection(io, service).with_upgrades();
+    tokio::pin!(conn);
+    let mut phase = state.phase.subscribe();
+    let result = tokio::select! {
+        result = conn.as_mut() => result,
+        _ = phase.wait_for(|p| *p != Phase::Serving) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = result {
+        if e.is_parse() || e.is_parse_too_large() {
+            // hyper has already answered 400/431; the attempt still goes to the audit log.
+            let client = Client {
+                addr: peer,
+                request_id: crate::audit::new_request_id(),
+                method: String::new(),
+            };
+            let refusal = Refusal::malformed(format!("unparseable request: {e}"));
+            judge::audit_refusal(&state, &client, &refusal, None);
+        } else {
+            tracing::debug!(client = %peer, error = %e, "connection ended with an error");
+        }
+    }
+}
+
+/// Over the connection limit: answer 503 `limit_exceeded` and close.
+async fn refuse_over_limit(stream: TcpStream, peer: SocketAddr, state: Arc<State>) {
+    let refusal = Refusal::new(Reason::LimitExceeded, String::new(), 0);
+    let client = Client {
+        addr: peer,
+        request_id: crate::audit::new_request_id(),
+        method: String::new(),
+    };
+    judge::audit_refusal(&state, &client, &refusal, None);
+    answer::write_raw(stream, &refusal, &client.request_id, 503).await;
+}
+
+/// One request: judge it, then forward, tunnel, or refuse.
+async fn handle(
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    state: Arc<State>,
+    done: mpsc::Sender<()>,
+) -> Response<Body> {
+    let client = Client {
+        addr: peer,
+        request_id: crate::audit::new_request_id(),
+        method: req.method().to_string(),
+    };
+    let approved = match judge::judge(&req, &state, &client).await {
+        Ok(approved) => approved,
+        Err(stop) => {
+            match &stop {
+                judge::Stop::Denied(refusal) => {
+                    judge::audit_refusal(&state, &client, refusal, judge::plain_url(&req))
+                }
+                judge::Stop::Failed(failure) => {
+                    tracing::info!(request_id = %client.request_id, "{}", failure.message)
+                }
+            }
+            return answer::stop(&stop, &client.request_id);
+        }
+    };
+    if req.method() == hyper::Method::CONNECT {
+        tunnel::open(req, approved, state, client, done).await
+    } else {
+        forward::forward(req, approved, state, client).await
+    }
+}

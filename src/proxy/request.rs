@@ -1,0 +1,157 @@
+//! Reading what a request asks for: its target (step 1 of the order of judgement), the
+//! `Host` check, and the `X-Network-Policy` header (step 3's input).
+
+use hyper::header::{HeaderMap, HOST};
+use hyper::{Method, Request};
+
+use crate::policy::{Host, Reason, RequestPolicy, Target};
+
+use super::Refusal;
+
+/// The header a client uses to narrow one request.
+pub const NETWORK_POLICY_HEADER: &str = "x-network-policy";
+
+/// The destination of a request: an absolute-form `http://` URL, or a `CONNECT`
+/// authority. Refuses anything else with `invalid_request`, a host that does not
+/// survive normalisation with `invalid_host`, and a `Host` header naming another
+/// authority with `host_mismatch`.
+pub fn target<B>(req: &Request<B>) -> Result<Target, Refusal> {
+    let uri = req.uri();
+    let connect = req.method() == Method::CONNECT;
+    let (authority, default_port) = if connect {
+        if uri.scheme().is_some() || uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
+            return Err(Refusal::malformed("CONNECT needs a host:port target"));
+        }
+        (uri.authority(), None)
+    } else {
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some(other) => {
+                return Err(Refusal::malformed(format!(
+                    "scheme `{other}` is not forwarded; use CONNECT for https"
+                )))
+            }
+            None => {
+                return Err(Refusal::malformed(
+                    "a proxy request needs an absolute URL (http://host/path)",
+                ))
+            }
+        }
+        (uri.authority(), Some(80))
+    };
+    let authority = authority
+        .ok_or_else(|| Refusal::malformed("the request target has no host"))?
+        .as_str();
+    if authority.contains('@') {
+        return Err(Refusal::malformed("userinfo in the request target is refused"));
+    }
+    let (host_text, port) = split_host_port(authority)
+        .ok_or_else(|| Refusal::malformed(format!("cannot read host and port from `{authority}`")))?;
+    let port = match port.or(default_port) {
+        Some(0) => return Err(Refusal::malformed("port 0 is not a destination")),
+        Some(p) => p,
+        None => return Err(Refusal::malformed("CONNECT needs a port")),
+    };
+    let host = Host::parse(host_text).map_err(|e| {
+        Refusal::new(Reason::InvalidHost, host_text.to_string(), port)
+            .with_detail(format!("invalid host: {e}"))
+    })?;
+    let target = Target { host, port };
+    check_host_headers(req.headers(), &target)?;
+    Ok(target)
+}
+
+/// Every `Host` header must name the target's authority: a client that says one thing in
+/// the URL and another in `Host` is trying to make someone downstream see a different
+/// destination than the one judged here.
+fn check_host_headers(headers: &HeaderMap, target: &Target) -> Result<(), Refusal> {
+    let mut count = 0;
+    for value in headers.get_all(HOST) {
+        count += 1;
+        let matches = value
+            .to_str()
+            .ok()
+            .and_then(split_host_port)
+            .and_then(|(h, p)| Some((Host::parse(h).ok()?, p.unwrap_or(target.port))))
+            .is_some_and(|(h, p)| h == target.host && p == target.port);
+        if !matches {
+            return Err(Refusal::new(
+                Reason::HostMismatch,
+                target.host.to_string(),
+                target.port,
+            )
+            .with_detail("the Host header names another authority than the request target"));
+        }
+    }
+    if count > 1 {
+        return Err(Refusal::malformed("more than one Host header"));
+    }
+    Ok(())
+}
+
+/// The `X-Network-Policy` header, if any: at most one, and it must parse.
+pub fn header_policy(headers: &HeaderMap, target: &Target) -> Result<Option<RequestPolicy>, Refusal> {
+    let mut values = headers.get_all(NETWORK_POLICY_HEADER).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    let invalid = |detail: String| {
+        Refusal::new(Reason::InvalidPolicy, target.host.to_string(), target.port).with_detail(detail)
+    };
+    if values.next().is_some() {
+        return Err(invalid("more than one X-Network-Policy header".into()));
+    }
+    let text = value
+        .to_str()
+        .map_err(|_| invalid("X-Network-Policy is not ASCII text".into()))?;
+    RequestPolicy::from_json(text, "X-Network-Policy")
+        .map(Some)
+        .map_err(|e| invalid(e.to_string()))
+}
+
+/// Split `host:port`, `[v6]:port`, `host` or `[v6]`. `None` when the port is not a number.
+pub fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
+    if let Some(rest) = authority.strip_prefix('[') {
+        let end = rest.find(']')?;
+        let host = &authority[..end + 2];
+        return match &rest[end + 1..] {
+            "" => Some((host, None)),
+            tail => Some((host, Some(parse_port(tail.strip_prefix(':')?)?))),
+        };
+    }
+    match authority.rsplit_once(':') {
+        Some((host, _)) if host.contains(':') => Some((authority, None)), // bare IPv6
+        Some((host, port)) => Some((host, Some(parse_port(port)?))),
+        None => Some((authority, None)),
+    }
+}
+
+fn parse_port(s: &str) -> Option<u16> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_host_port_cases() {
+        let cases: &[(&str, Option<(&str, Option<u16>)>)] = &[
+            ("a.test", Some(("a.test", None))),
+            ("a.test:8080", Some(("a.test", Some(8080)))),
+            ("[::1]:443", Some(("[::1]", Some(443)))),
+            ("[::1]", Some(("[::1]", None))),
+            ("::1", Some(("::1", None))),
+            ("a.test:", None),
+            ("a.test:+80", None),
+            ("a.test:70000", None),
+            ("[::1]x", None),
+        ];
+        for (input, want) in cases {
+            assert_eq!(split_host_port(input), *want, "{input}");
+        }
+    }
+}
