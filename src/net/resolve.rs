@@ -160,8 +160,16 @@ pub fn parse_resolve_pin(s: &str) -> Result<(String, IpAddr), String> {
     if host.is_empty() {
         return Err(format!("--resolve {s:?}: the host is empty"));
     }
-    if !host.is_ascii() || host.contains(['/', ':', '@', ' ', '[', ']']) || host.contains("..") {
-        return Err(format!("--resolve {s:?}: {host:?} is not a host name"));
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    if !host.split('.').all(label_ok) {
+        return Err(format!(
+            "--resolve {s:?}: {host:?} is not a host name (ASCII letters, digits, '-', '_' \
+             and dots; write international names in punycode)"
+        ));
     }
     let ip = ip.trim();
     let bracketed = ip.strip_prefix('[').and_then(|rest| rest.strip_suffix(']'));
@@ -181,7 +189,7 @@ pub fn parse_resolve_pin(s: &str) -> Result<(String, IpAddr), String> {
 mod tests {
     use super::*;
     use hickory_proto::op::{Message, MessageType, ResponseCode};
-    use hickory_proto::rr::rdata::A;
+    use hickory_proto::rr::rdata::{A, AAAA};
     use hickory_proto::rr::{RData, Record, RecordType};
     use std::net::{Ipv4Addr, Ipv6Addr};
     use std::sync::Mutex;
@@ -197,11 +205,14 @@ mod tests {
     }
 
     impl TestDns {
-        async fn start(names: &[(&str, Ipv4Addr)], silent: bool) -> TestDns {
+        async fn start(names: &[(&str, IpAddr)], silent: bool) -> TestDns {
             let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
             let addr = socket.local_addr().unwrap();
-            let names: HashMap<String, Ipv4Addr> =
-                names.iter().map(|(n, ip)| (n.to_string(), *ip)).collect();
+            let mut by_name: HashMap<String, Vec<IpAddr>> = HashMap::new();
+            for (name, ip) in names {
+                by_name.entry(name.to_string()).or_default().push(*ip);
+            }
+            let names = by_name;
             let asked = Arc::new(Mutex::new(Vec::new()));
             let log = asked.clone();
             tokio::spawn(async move {
@@ -240,7 +251,7 @@ mod tests {
         }
     }
 
-    fn answer(query: &Message, names: &HashMap<String, Ipv4Addr>) -> Message {
+    fn answer(query: &Message, names: &HashMap<String, Vec<IpAddr>>) -> Message {
         let mut reply = Message::new();
         reply
             .set_id(query.id())
@@ -252,16 +263,36 @@ mod tests {
         for q in query.queries() {
             reply.add_query(q.clone());
             let name = q.name().to_ascii().trim_end_matches('.').to_lowercase();
-            match names.get(&name) {
-                Some(ip) if q.query_type() == RecordType::A => {
-                    reply.add_answer(Record::from_rdata(q.name().clone(), 60, RData::A(A(*ip))));
-                }
-                Some(_) => {}
-                None => code = ResponseCode::NXDomain,
+            let Some(ips) = names.get(&name) else {
+                code = ResponseCode::NXDomain;
+                continue;
+            };
+            for ip in ips {
+                let rdata = match (ip, q.query_type()) {
+                    (IpAddr::V4(v4), RecordType::A) => RData::A(A(*v4)),
+                    (IpAddr::V6(v6), RecordType::AAAA) => RData::AAAA(AAAA(*v6)),
+                    _ => continue,
+                };
+                reply.add_answer(Record::from_rdata(q.name().clone(), 60, rdata));
             }
         }
         reply.set_response_code(code);
         reply
+    }
+
+    const A_TEST: IpAddr = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+
+    #[tokio::test]
+    async fn both_families_are_returned_ipv4_first() {
+        let v6: IpAddr = "2001:db8::1".parse().unwrap();
+        let v4b: IpAddr = "192.0.2.2".parse().unwrap();
+        let dns = TestDns::start(
+            &[("d.test", v6), ("d.test", A_TEST), ("d.test", v4b)],
+            false,
+        )
+        .await;
+        let r = resolver(HashMap::new(), dns.addr, 2000);
+        assert_eq!(r.resolve("d.test").await.unwrap(), vec![A_TEST, v4b, v6]);
     }
 
     fn resolver(pins: HashMap<String, Vec<IpAddr>>, server: SocketAddr, ms: u64) -> Resolver {
@@ -270,7 +301,7 @@ mod tests {
 
     #[tokio::test]
     async fn pinned_name_answers_without_a_query() {
-        let dns = TestDns::start(&[("a.test", Ipv4Addr::new(192, 0, 2, 1))], false).await;
+        let dns = TestDns::start(&[("a.test", A_TEST)], false).await;
         let pinned: Vec<IpAddr> = vec![
             Ipv4Addr::new(203, 0, 113, 7).into(),
             Ipv6Addr::LOCALHOST.into(),
@@ -283,10 +314,10 @@ mod tests {
 
     #[tokio::test]
     async fn configured_server_answers_with_one_query_per_type() {
-        let dns = TestDns::start(&[("a.test", Ipv4Addr::new(192, 0, 2, 1))], false).await;
+        let dns = TestDns::start(&[("a.test", A_TEST)], false).await;
         let r = resolver(HashMap::new(), dns.addr, 2000);
         let addrs = r.resolve("a.test").await.unwrap();
-        assert_eq!(addrs, vec![IpAddr::from(Ipv4Addr::new(192, 0, 2, 1))]);
+        assert_eq!(addrs, vec![A_TEST]);
         // Asked exactly as given (no search domain), once for A and once for AAAA.
         assert_eq!(dns.asked("a.test", RecordType::A), 1);
         assert_eq!(dns.asked("a.test", RecordType::AAAA), 1);
@@ -295,7 +326,7 @@ mod tests {
 
     #[tokio::test]
     async fn every_lookup_asks_the_server_again() {
-        let dns = TestDns::start(&[("a.test", Ipv4Addr::new(192, 0, 2, 1))], false).await;
+        let dns = TestDns::start(&[("a.test", A_TEST)], false).await;
         let r = resolver(HashMap::new(), dns.addr, 2000);
         r.resolve("a.test").await.unwrap();
         r.resolve("a.test").await.unwrap();
@@ -304,7 +335,7 @@ mod tests {
 
     #[tokio::test]
     async fn nxdomain_is_no_addresses_naming_the_host() {
-        let dns = TestDns::start(&[("a.test", Ipv4Addr::new(192, 0, 2, 1))], false).await;
+        let dns = TestDns::start(&[("a.test", A_TEST)], false).await;
         let r = resolver(HashMap::new(), dns.addr, 2000);
         let err = r.resolve("missing.test").await.unwrap_err();
         assert!(
@@ -355,6 +386,8 @@ mod tests {
             "a.test=[127.0.0.1]",
             "a.test=[::1",
             "a:80=::1",
+            "*.a.test=::1",
+            "bücher.test=::1",
             "a..test=::1",
         ] {
             let err = parse_resolve_pin(bad).unwrap_err();
