@@ -1,0 +1,506 @@
+//! The audit log (SPEC section 7, and "The audit record" in section 10).
+//!
+//! One JSON object per line for every denied attempt (and allowed connection with
+//! `--audit-allowed`). Records go over an unbounded channel to one writer task, so
+//! writing a record never blocks a connection and never drops an event.
+//!
+//! # Shutdown
+//!
+//! [`AuditLog::open`] returns the handle and an [`AuditWriter`]; spawn
+//! [`AuditWriter::run`] and keep its `JoinHandle`. On shutdown, stop accepting, then
+//! either drop every `AuditLog` clone or call [`AuditLog::close`] on one of them, and
+//! await the `JoinHandle`: when it returns, every record written before that point is in
+//! the file, flushed and fsynced.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::sync::mpsc;
+
+/// Longest query string kept in `url`, in bytes.
+pub const MAX_QUERY_BYTES: usize = 256;
+
+/// Records written between two flushes at most, so a steady stream of records still
+/// reaches the file promptly.
+const MAX_BATCH: usize = 256;
+
+/// One audit event, serialised as one JSON line.
+///
+/// There is deliberately no field for credentials: session tokens, the admin token and
+/// `Proxy-Authorization` have nowhere to go, so they cannot leak into the log. `url` must
+/// be built from the request target, without userinfo; [`clip_url`] also strips any.
+#[derive(Debug, Clone, Serialize)]
+pub struct Record {
+    /// RFC 3339 UTC with milliseconds, see [`now_rfc3339`].
+    pub ts: String,
+    /// `egress.denied`, `egress.allowed`, `egress.would_deny` or `session.revoked`.
+    pub event: &'static str,
+    pub request_id: String,
+    pub session: Option<String>,
+    /// The client's `ip:port`.
+    pub client: String,
+    pub method: String,
+    pub host: String,
+    pub port: u16,
+    /// Plain HTTP only; see [`clip_url`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub url_truncated: bool,
+    /// A reason from SPEC section 6's closed set.
+    pub reason: Option<&'static str>,
+    /// The policy entry that decided, if any.
+    pub rule: Option<String>,
+    /// `org`, `request` or `address`.
+    pub policy_level: Option<&'static str>,
+    pub shared_hosting: bool,
+    pub resolved_ip: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_up: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_down: Option<u64>,
+}
+
+impl Record {
+    /// A record stamped now, with every optional field empty.
+    pub fn new(
+        event: &'static str,
+        request_id: String,
+        client: String,
+        method: String,
+        host: String,
+        port: u16,
+    ) -> Record {
+        Record {
+            ts: now_rfc3339(),
+            event,
+            request_id,
+            session: None,
+            client,
+            method,
+            host,
+            port,
+            url: None,
+            url_truncated: false,
+            reason: None,
+            rule: None,
+            policy_level: None,
+            shared_hosting: false,
+            resolved_ip: None,
+            bytes_up: None,
+            bytes_down: None,
+        }
+    }
+}
+
+/// Now, as RFC 3339 UTC with milliseconds: `2026-11-29T10:01:02.345Z`.
+pub fn now_rfc3339() -> String {
+    rfc3339(SystemTime::now())
+}
+
+/// `t` as RFC 3339 UTC with milliseconds (times before 1970 are written as 1970).
+fn rfc3339(t: SystemTime) -> String {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        since.subsec_millis()
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
+/// Howard Hinnant's `civil_from_days` (chrono-compatible date algorithms).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11], March first
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = (if mp < 10 { mp + 3 } else { mp - 9 }) as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Keeps at most [`MAX_QUERY_BYTES`] of the query string, cut on a character boundary,
+/// and strips any userinfo (`user:pass@`) from the authority. Returns the URL and whether
+/// the query was cut.
+pub fn clip_url(url: &str) -> (String, bool) {
+    let url = strip_userinfo(url);
+    let Some(q) = url.find('?') else {
+        return (url, false);
+    };
+    let query = &url[q + 1..];
+    if query.len() <= MAX_QUERY_BYTES {
+        return (url, false);
+    }
+    let mut cut = MAX_QUERY_BYTES;
+    while !query.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    (url[..q + 1 + cut].to_string(), true)
+}
+
+/// `scheme://user:pass@host/...` -> `scheme://host/...`; anything else unchanged.
+fn strip_userinfo(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let rest = &url[start..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{}{}", &url[..start], &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
+/// A new request id: 16 random bytes as 32 hex digits, or (should the system's random
+/// source fail) the time and a process-wide counter, which are still unique.
+pub fn new_request_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut bytes = [0u8; 16];
+    if getrandom::fill(&mut bytes).is_err() {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64;
+        bytes[..8].copy_from_slice(&nanos.to_be_bytes());
+        bytes[8..].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+enum Msg {
+    Record(Box<Record>),
+    Close,
+}
+
+/// The handle connections write records through. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AuditLog {
+    tx: Option<mpsc::UnboundedSender<Msg>>,
+}
+
+impl AuditLog {
+    /// Opens `path` for appending (created with mode 0600 if missing), or standard output
+    /// for `-`. Spawn the returned writer's [`run`](AuditWriter::run).
+    pub async fn open(path: &str) -> io::Result<(AuditLog, AuditWriter)> {
+        let sink = if path == "-" {
+            Sink {
+                out: BufWriter::new(stdout_file()?),
+                fsync: false,
+            }
+        } else {
+            let mut options = tokio::fs::OpenOptions::new();
+            options.append(true).create(true);
+            #[cfg(unix)]
+            options.mode(0o600);
+            Sink {
+                out: BufWriter::new(options.open(path).await?),
+                fsync: true,
+            }
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        Ok((AuditLog { tx: Some(tx) }, AuditWriter { rx, sink }))
+    }
+
+    /// A log that discards every record (no audit log configured).
+    pub fn disabled() -> AuditLog {
+        AuditLog { tx: None }
+    }
+
+    /// Queues `rec` for the writer. Never blocks, never drops while the writer runs; a
+    /// record sent after the writer stopped is reported on the proxy's own log.
+    pub fn write(&self, rec: Record) {
+        let Some(tx) = &self.tx else { return };
+        if let Err(mpsc::error::SendError(Msg::Record(rec))) = tx.send(Msg::Record(Box::new(rec))) {
+            tracing::error!(
+                event = rec.event,
+                request_id = %rec.request_id,
+                "audit writer has stopped; record not written"
+            );
+        }
+    }
+
+    /// Asks the writer to finish: it writes every record queued before this call (by any
+    /// clone), flushes, fsyncs and returns, even while other clones are still alive.
+    pub fn close(&self) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Msg::Close);
+        }
+    }
+}
+
+/// Where lines go: a file, or standard output (for `-`) as a file handle of its own.
+struct Sink {
+    out: BufWriter<tokio::fs::File>,
+    /// fsync on close: only for a real file (stdout may be a pipe, where fsync fails).
+    fsync: bool,
+}
+
+impl Sink {
+    async fn finish(&mut self) -> io::Result<()> {
+        self.out.flush().await?;
+        if self.fsync {
+            self.out.get_mut().sync_all().await?;
+        }
+        Ok(())
+    }
+}
+
+/// Standard output as an async file: a duplicate of descriptor 1, so the writer task owns
+/// its handle and never contends with `print!`'s lock.
+#[cfg(unix)]
+fn stdout_file() -> io::Result<tokio::fs::File> {
+    use std::os::fd::AsFd;
+    let fd = io::stdout().as_fd().try_clone_to_owned()?;
+    Ok(tokio::fs::File::from_std(std::fs::File::from(fd)))
+}
+
+#[cfg(not(unix))]
+fn stdout_file() -> io::Result<tokio::fs::File> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "an audit log on standard output needs a Unix system",
+    ))
+}
+
+/// The task that owns the audit file. See the module docs for shutdown.
+pub struct AuditWriter {
+    rx: mpsc::UnboundedReceiver<Msg>,
+    sink: Sink,
+}
+
+impl AuditWriter {
+    /// Writes records until every [`AuditLog`] clone is dropped or one calls
+    /// [`AuditLog::close`]; then writes everything still queued, flushes, fsyncs and
+    /// returns the number of lines written. It flushes whenever the queue is momentarily
+    /// empty (and at least every [`MAX_BATCH`] records), so each record reaches the file
+    /// well within a second. A write error stops the writer and is returned; records
+    /// written after that are reported on the proxy's own log.
+    pub async fn run(mut self) -> io::Result<u64> {
+        let mut lines = 0u64;
+        let mut batch = 0usize;
+        while let Some(msg) = self.rx.recv().await {
+            match msg {
+                Msg::Record(rec) => {
+                    self.write_line(&rec).await?;
+                    lines += 1;
+                    batch += 1;
+                }
+                // Refuse new records; those already queued are still received below.
+                Msg::Close => self.rx.close(),
+            }
+            if self.rx.is_empty() || batch >= MAX_BATCH {
+                self.sink.out.flush().await?;
+                batch = 0;
+            }
+        }
+        self.sink.finish().await?;
+        Ok(lines)
+    }
+
+    async fn write_line(&mut self, rec: &Record) -> io::Result<()> {
+        let mut line = serde_json::to_vec(rec).map_err(io::Error::other)?;
+        line.push(b'\n');
+        self.sink.out.write_all(&line).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn at(secs: u64, millis: u64) -> String {
+        rfc3339(UNIX_EPOCH + Duration::from_millis(secs * 1000 + millis))
+    }
+
+    #[test]
+    fn rfc3339_known_instants() {
+        assert_eq!(at(0, 0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400, 0), "2000-02-29T00:00:00.000Z");
+        assert_eq!(at(946_684_799, 999), "1999-12-31T23:59:59.999Z");
+        assert_eq!(at(1_795_946_462, 345), "2026-11-29T10:01:02.345Z");
+        assert_eq!(at(4_107_542_400, 0), "2100-03-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn civil_from_days_around_leap_days() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(11_017), (2000, 3, 1));
+    }
+
+    #[test]
+    fn clip_url_keeps_short_queries() {
+        let url = format!("http://a.test/p?{}", "q".repeat(MAX_QUERY_BYTES));
+        assert_eq!(clip_url(&url), (url.clone(), false));
+        assert_eq!(
+            clip_url("http://a.test/p"),
+            ("http://a.test/p".into(), false)
+        );
+    }
+
+    #[test]
+    fn clip_url_cuts_at_256_query_bytes() {
+        let url = format!("http://a.test/p?{}", "q".repeat(MAX_QUERY_BYTES + 1));
+        let (clipped, cut) = clip_url(&url);
+        assert!(cut);
+        assert_eq!(
+            clipped,
+            format!("http://a.test/p?{}", "q".repeat(MAX_QUERY_BYTES))
+        );
+    }
+
+    #[test]
+    fn clip_url_cuts_on_a_char_boundary() {
+        // 255 ASCII bytes then a 2-byte 'é' straddling byte 256.
+        let url = format!("http://a.test/?{}é{}", "q".repeat(255), "z".repeat(10));
+        let (clipped, cut) = clip_url(&url);
+        assert!(cut);
+        assert_eq!(clipped, format!("http://a.test/?{}", "q".repeat(255)));
+    }
+
+    #[test]
+    fn clip_url_strips_userinfo() {
+        let (clipped, cut) = clip_url("http://user:secret@a.test/p?x=1");
+        assert_eq!((clipped.as_str(), cut), ("http://a.test/p?x=1", false));
+        let (kept, _) = clip_url("http://a.test/p?mail=a@b");
+        assert_eq!(kept, "http://a.test/p?mail=a@b");
+    }
+
+    #[test]
+    fn request_ids_are_32_hex_digits_and_differ() {
+        let (a, b) = (new_request_id(), new_request_id());
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn record_omits_empty_optional_fields() {
+        let rec = Record::new(
+            "egress.denied",
+            "id".into(),
+            "127.0.0.1:5".into(),
+            "GET".into(),
+            "a.test".into(),
+            80,
+        );
+        let v: serde_json::Value = serde_json::to_value(&rec).unwrap();
+        for absent in ["url", "url_truncated", "bytes_up", "bytes_down"] {
+            assert!(v.get(absent).is_none(), "{absent}");
+        }
+        for null in ["session", "reason", "rule", "policy_level", "resolved_ip"] {
+            assert!(v[null].is_null(), "{null}");
+        }
+        assert_eq!(v["shared_hosting"], false);
+    }
+
+    fn temp_path(tag: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!(
+            "egress-audit-{tag}-{}-{}.jsonl",
+            std::process::id(),
+            new_request_id()
+        ))
+    }
+
+    fn record(i: usize) -> Record {
+        let mut rec = Record::new(
+            "egress.denied",
+            format!("r{i}"),
+            "127.0.0.1:9".into(),
+            "GET".into(),
+            "a.test".into(),
+            80,
+        );
+        rec.reason = Some("not_in_org_allowlist");
+        rec
+    }
+
+    fn read_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(path).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn every_record_is_written_when_the_last_handle_drops() {
+        let path = temp_path("drop");
+        let (log, writer) = AuditLog::open(path.to_str().unwrap()).await.unwrap();
+        let task = tokio::spawn(writer.run());
+        let clone = log.clone();
+        for i in 0..1000 {
+            if i % 2 == 0 {
+                log.write(record(i))
+            } else {
+                clone.write(record(i))
+            }
+        }
+        drop((log, clone));
+        assert_eq!(task.await.unwrap().unwrap(), 1000);
+        let lines = read_lines(&path);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(lines.len(), 1000);
+        for (i, v) in lines.iter().enumerate() {
+            assert_eq!(v["request_id"], format!("r{i}"));
+            assert_eq!(v["reason"], "not_in_org_allowlist");
+        }
+    }
+
+    #[tokio::test]
+    async fn close_writes_what_was_queued_while_clones_live() {
+        let path = temp_path("close");
+        let (log, writer) = AuditLog::open(path.to_str().unwrap()).await.unwrap();
+        let task = tokio::spawn(writer.run());
+        let keeper = log.clone();
+        for i in 0..10 {
+            log.write(record(i));
+        }
+        log.close();
+        assert_eq!(task.await.unwrap().unwrap(), 10);
+        keeper.write(record(99)); // after the writer stopped: reported, not written
+        let lines = read_lines(&path);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(lines.len(), 10);
+    }
+
+    #[tokio::test]
+    async fn a_record_reaches_the_file_before_shutdown() {
+        let path = temp_path("prompt");
+        let (log, writer) = AuditLog::open(path.to_str().unwrap()).await.unwrap();
+        let task = tokio::spawn(writer.run());
+        log.write(record(0));
+        let mut seen = 0;
+        for _ in 0..100 {
+            seen = std::fs::read_to_string(&path).unwrap().lines().count();
+            if seen == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(seen, 1, "record not flushed within a second");
+        log.close();
+        task.await.unwrap().unwrap();
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn disabled_log_discards() {
+        let log = AuditLog::disabled();
+        log.write(record(0));
+        log.close();
+    }
+}

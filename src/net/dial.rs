@@ -1,0 +1,129 @@
+//! Dialing exactly what was approved (STYLE habit 8, SPEC section 5).
+//!
+//! [`dial`] takes [`CheckedAddr`]s, and only the proxy's address check can make one, so a
+//! code path that connects without checking the address does not compile.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// A socket address the proxy's address check approved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CheckedAddr(SocketAddr);
+
+impl CheckedAddr {
+    /// Marks `addr` as approved. Only the proxy's address check may call this, right after
+    /// it judged this exact address (refused classes, `allowed_cidrs`, the proxy's own
+    /// listeners); anything else that builds a `CheckedAddr` defeats the guarantee.
+    // Kept crate-private on purpose; the proxy module is its caller.
+    #[allow(dead_code)]
+    pub(crate) fn new_checked(addr: SocketAddr) -> CheckedAddr {
+        CheckedAddr(addr)
+    }
+
+    /// The approved address.
+    pub fn addr(&self) -> SocketAddr {
+        self.0
+    }
+}
+
+impl std::fmt::Display for CheckedAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Why no connection was made. The proxy answers [`DialError::Timeout`] with 504 and the
+/// others with 502 (SPEC section 6).
+#[derive(Debug, thiserror::Error)]
+pub enum DialError {
+    /// The connect timeout ran out before any address accepted.
+    #[error("connect timed out")]
+    Timeout,
+    /// The last address tried refused the connection.
+    #[error("connection refused: {0}")]
+    Refused(#[source] io::Error),
+    /// Any other failure, including an empty address list.
+    #[error("connect failed: {0}")]
+    Other(#[source] io::Error),
+}
+
+/// Tries each checked address in order until one connects, and returns the stream with
+/// the address it reached (for the audit record's `resolved_ip`). `timeout` bounds the
+/// whole dial, all addresses together (`--connect-timeout`), not each attempt.
+/// TCP_NODELAY is set on the stream: the proxy relays small writes as they come.
+pub async fn dial(
+    addrs: &[CheckedAddr],
+    timeout: Duration,
+) -> Result<(TcpStream, CheckedAddr), DialError> {
+    let deadline = Instant::now() + timeout;
+    let mut last = DialError::Other(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "no approved address to dial",
+    ));
+    for &addr in addrs {
+        match tokio::time::timeout_at(deadline, TcpStream::connect(addr.0)).await {
+            Err(_) => return Err(DialError::Timeout),
+            Ok(Ok(stream)) => {
+                stream.set_nodelay(true).map_err(DialError::Other)?;
+                return Ok((stream, addr));
+            }
+            Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                last = DialError::Refused(e);
+            }
+            Ok(Err(e)) if e.kind() == io::ErrorKind::TimedOut => last = DialError::Timeout,
+            Ok(Err(e)) => last = DialError::Other(e),
+        }
+    }
+    Err(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    /// A loopback port with nothing listening on it (bound, then released).
+    async fn closed_port() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        listener.local_addr().unwrap()
+    }
+
+    #[tokio::test]
+    async fn connects_to_a_local_listener_with_nodelay() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = CheckedAddr::new_checked(listener.local_addr().unwrap());
+        let (stream, reached) = dial(&[addr], SECOND).await.unwrap();
+        assert_eq!(reached, addr);
+        assert_eq!(stream.peer_addr().unwrap(), addr.addr());
+        assert!(stream.nodelay().unwrap());
+        listener.accept().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn closed_port_is_refused() {
+        let addr = CheckedAddr::new_checked(closed_port().await);
+        let err = dial(&[addr], SECOND).await.unwrap_err();
+        assert!(matches!(err, DialError::Refused(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn falls_through_to_the_next_address_in_order() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let closed = CheckedAddr::new_checked(closed_port().await);
+        let open = CheckedAddr::new_checked(listener.local_addr().unwrap());
+        let (_stream, reached) = dial(&[closed, open], SECOND).await.unwrap();
+        assert_eq!(reached, open);
+    }
+
+    #[tokio::test]
+    async fn empty_list_is_an_error() {
+        let err = dial(&[], SECOND).await.unwrap_err();
+        assert!(matches!(err, DialError::Other(ref e) if e.kind() == io::ErrorKind::InvalidInput));
+    }
+}

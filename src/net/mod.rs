@@ -1,0 +1,10 @@
+//! The network side of an allowed request: resolving a name that policy already allowed,
+//! and dialing exactly the addresses the proxy's address check approved (SPEC section 5).
+//!
+//! - [`resolve`]: pinned names (`serve --resolve`) and DNS (`serve --dns-server` or the
+//!   system configuration), with no cache, so every lookup reflects the server.
+//! - [`dial`]: connects only to a [`dial::CheckedAddr`], a type only the address check can
+//!   build, so a connection that skipped the check does not compile.
+
+pub mod dial;
+pub mod resolve;
