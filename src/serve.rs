@@ -132,6 +132,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
             source,
         })?;
     let writer = tokio::spawn(writer.run());
+    let audit_closer = audit.clone();
 
     tracing::info!(org = %args.org.display(), mode = ?org.mode, "policy loaded");
     eprintln!("egress-proxy: listening on {local}");
@@ -147,7 +148,8 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         phase: tokio::sync::watch::Sender::new(proxy::Phase::Serving),
     });
     proxy::serve(listener, state, shutdown_signal()).await;
-    // Every AuditLog clone is gone with the connections: the writer drains and returns.
+    // Connections and tunnels are gone; what they queued is written before the writer ends.
+    audit_closer.close();
     match tokio::time::timeout(Duration::from_secs(10), writer).await {
         Ok(Ok(Ok(lines))) => tracing::info!(lines, "audit log flushed"),
         Ok(Ok(Err(e))) => tracing::error!(error = %e, "audit log write failed"),

@@ -19,7 +19,6 @@ impl CheckedAddr {
     /// it judged this exact address (refused classes, `allowed_cidrs`, the proxy's own
     /// listeners); anything else that builds a `CheckedAddr` defeats the guarantee.
     // Kept crate-private on purpose; the proxy module is its caller.
-    #[allow(dead_code)]
     pub(crate) fn new_checked(addr: SocketAddr) -> CheckedAddr {
         CheckedAddr(addr)
     }

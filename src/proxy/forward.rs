@@ -96,7 +96,7 @@ pub async fn forward(
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     let dialed = checked.addr();
-    let on_done: Box<dyn FnOnce(u64) + Send> = Box::new(move |down| {
+    let on_done: Box<dyn FnOnce(u64) + Send + Sync> = Box::new(move |down| {
         let up = up_bytes.load(Ordering::Relaxed);
         audit_allowed(&state, &client, &approved, dialed, url, (up, down));
     });
@@ -168,7 +168,7 @@ fn upstream_failure(e: &hyper_util::client::legacy::Error, approved: &Approved) 
 struct Metered {
     inner: Incoming,
     down: u64,
-    on_done: Option<Box<dyn FnOnce(u64) + Send>>,
+    on_done: Option<Box<dyn FnOnce(u64) + Send + Sync>>,
 }
 
 impl HttpBody for Metered {

@@ -160,7 +160,7 @@ async fn serve_connection(
     let mut phase = state.phase.subscribe();
     let result = tokio::select! {
         result = conn.as_mut() => result,
-        _ = phase.wait_for(|p| *p != Phase::Serving) => {
+        _ = async { drop(phase.wait_for(|p| *p != Phase::Serving).await) } => {
             conn.as_mut().graceful_shutdown();
             conn.await
         }

@@ -60,7 +60,7 @@ pub async fn open(
                     (0, 0)
                 }
             },
-            _ = phase.wait_for(|p| *p == Phase::Closing) => (0, 0),
+            _ = async { drop(phase.wait_for(|p| *p == Phase::Closing).await) } => (0, 0),
         };
         audit_allowed(&state, &client, &approved, dialed.addr(), None, bytes);
         drop(done);
