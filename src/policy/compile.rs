@@ -343,7 +343,7 @@ impl RequestPolicy {
     /// Load a request policy from JSON text; `source` names it in messages.
     pub fn from_json(text: &str, source: &str) -> Result<RequestPolicy, PolicyError> {
         let raw: RawRequestPolicy =
-            serde_json::from_str(text).map_err(|e| json_error(&e, source))?;
+            serde_json::from_str(text).map_err(|e| json_error(&e, text, source))?;
         let mut p = Problems { text, list: vec![] };
         let policy = RequestPolicy::compile(raw, &mut p, &(0..text.len()));
         p.into_result(source, policy)
@@ -351,7 +351,7 @@ impl RequestPolicy {
 
     /// Load a request policy from a JSON value (no positions in messages).
     pub fn from_value(v: &serde_json::Value, source: &str) -> Result<RequestPolicy, PolicyError> {
-        let raw = RawRequestPolicy::deserialize(v).map_err(|e| json_error(&e, source))?;
+        let raw = RawRequestPolicy::deserialize(v).map_err(|e| json_error(&e, "", source))?;
         let mut p = Problems {
             text: "",
             list: vec![],
@@ -399,21 +399,36 @@ impl RequestPolicy {
     }
 }
 
-fn json_error(e: &serde_json::Error, source: &str) -> PolicyError {
+/// A serde_json error as a problem. Errors raised inside the tagged enum carry no
+/// position; then the key they name (`unknown field `x``) is looked up in the text, or
+/// the document start is given.
+fn json_error(e: &serde_json::Error, text: &str, source: &str) -> PolicyError {
     let mut message = e.to_string();
     let suffix = format!(" at line {} column {}", e.line(), e.column());
     if let Some(stripped) = message.strip_suffix(&suffix) {
         message = stripped.to_string();
     }
-    let line = (e.line() > 0).then_some(e.line());
-    PolicyError {
-        source: source.to_string(),
-        problems: vec![Problem {
-            line,
-            column: line.map(|_| e.column().max(1)),
+    let mut p = Problems { text, list: vec![] };
+    if e.line() > 0 {
+        p.list.push(Problem {
+            line: Some(e.line()),
+            column: Some(e.column().max(1)),
             entry: None,
             message,
-        }],
+        });
+    } else {
+        let named = message
+            .split('`')
+            .nth(1)
+            .filter(|_| message.contains("unknown"));
+        let offset = named
+            .and_then(|key| p.find(&(0..text.len()), key))
+            .or((!text.is_empty()).then_some(0));
+        p.at(offset, None, message);
+    }
+    PolicyError {
+        source: source.to_string(),
+        problems: p.list,
     }
 }
 
