@@ -3,7 +3,6 @@
 //! Every validation failure becomes a [`Problem`] naming the line, column and entry, and
 //! all problems of a file are collected in one pass into one [`PolicyError`].
 
-use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 
@@ -12,7 +11,11 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::file::{OrgFile, RawMode, RawRequestPolicy, RawSharedHostingAction};
-use super::host::{DomainEntry, DomainPattern, HostName};
+use super::host::DomainEntry;
+
+#[path = "domain_set.rs"]
+mod domain_set;
+pub use domain_set::DomainSet;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -32,81 +35,6 @@ pub enum SharedHostingAction {
 pub struct Tunnels {
     pub require_tls: Option<bool>,
     pub require_sni: Option<bool>,
-}
-
-/// Compiled domain entries, indexed so a lookup costs one probe per label of the host.
-#[derive(Clone, Debug, Default)]
-pub struct DomainSet {
-    entries: Vec<DomainEntry>,
-    exact: HashMap<String, Vec<usize>>,
-    subtree: HashMap<String, Vec<usize>>,
-}
-
-impl PartialEq for DomainSet {
-    fn eq(&self, other: &Self) -> bool {
-        self.entries == other.entries
-    }
-}
-
-impl Eq for DomainSet {}
-
-impl DomainSet {
-    pub fn from_entries(entries: Vec<DomainEntry>) -> DomainSet {
-        let mut set = DomainSet {
-            entries,
-            ..DomainSet::default()
-        };
-        for (i, e) in set.entries.iter().enumerate() {
-            let (map, name) = match &e.pattern {
-                DomainPattern::Exact(n) => (&mut set.exact, n),
-                DomainPattern::Subtree(n) => (&mut set.subtree, n),
-            };
-            map.entry(name.as_str().to_string()).or_default().push(i);
-        }
-        set
-    }
-
-    pub fn entries(&self) -> &[DomainEntry] {
-        &self.entries
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// The entries whose name part matches `host` (on any port): exact entries first,
-    /// then subtrees from the closest base outwards.
-    pub fn matching<'a, 'h>(
-        &'a self,
-        host: &'h HostName,
-    ) -> impl Iterator<Item = &'a DomainEntry> + use<'a, 'h> {
-        let h = host.as_str();
-        let exact = self.exact.get(h).into_iter().flatten();
-        let below = proper_suffixes(h).filter_map(move |s| self.subtree.get(s));
-        exact.chain(below.flatten()).map(move |&i| &self.entries[i])
-    }
-
-    /// The subtree entries whose base is `base` itself or a name above it.
-    pub(crate) fn subtrees_at_or_above<'a, 'h>(
-        &'a self,
-        base: &'h HostName,
-    ) -> impl Iterator<Item = &'a DomainEntry> + use<'a, 'h> {
-        let b = base.as_str();
-        std::iter::once(b)
-            .chain(proper_suffixes(b))
-            .filter_map(move |s| self.subtree.get(s))
-            .flatten()
-            .map(move |&i| &self.entries[i])
-    }
-}
-
-/// `b.example.com`, `example.com`, `com` for `a.b.example.com`: slices, no allocation.
-fn proper_suffixes(s: &str) -> impl Iterator<Item = &str> {
-    s.match_indices('.').map(move |(i, _)| &s[i + 1..])
 }
 
 /// The validated organization policy.

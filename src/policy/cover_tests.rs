@@ -106,6 +106,14 @@ fn narrowing_names_every_offender() {
     assert!(err.to_string().contains("; *.github.com: not in"));
 }
 
+/// (rule, upper levels, request policy, expected offenders).
+type NarrowCase<'a> = (
+    &'a str,
+    Vec<&'a RequestPolicy>,
+    RequestPolicy,
+    Result<(), Vec<&'a str>>,
+);
+
 #[test]
 fn narrowing_against_upper_levels() {
     let org = org(&["api.github.com", "*.example.org"], &["10.0.0.0/8"]);
@@ -113,7 +121,7 @@ fn narrowing_against_upper_levels() {
     let upper_cidrs = allowlist(&["*.example.org"], Some(&["10.1.0.0/16"]));
     let disabled = RequestPolicy::Disabled;
     #[rustfmt::skip]
-    let cases: Vec<(&str, Vec<&RequestPolicy>, RequestPolicy, Result<(), Vec<&str>>)> = vec![
+    let cases: Vec<NarrowCase> = vec![
         ("disabled_narrows_everything", vec![&disabled], RequestPolicy::Disabled, Ok(())),
         ("covered_by_all_levels",  vec![&upper], allowlist(&["a.example.org"], None), Ok(())),
         ("allowlist_under_disabled", vec![&disabled], allowlist(&["a.example.org", "api.github.com"], None),
