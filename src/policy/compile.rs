@@ -163,6 +163,35 @@ fn compile_domains(list: Option<Vec<Spanned<String>>>, p: &mut Problems) -> Doma
     DomainSet::from_entries(entries)
 }
 
+/// `allowed_ports`, default `[80, 443]`; each must be 1-65535.
+fn compile_ports(list: Option<Vec<Spanned<i64>>>, p: &mut Problems) -> Vec<u16> {
+    let Some(list) = list else {
+        return vec![80, 443];
+    };
+    let mut ports = Vec::new();
+    for port in list {
+        match u16::try_from(*port.get_ref()) {
+            Ok(n) if n != 0 => ports.push(n),
+            _ => {
+                let msg = format!("port {} is not in 1-65535", port.get_ref());
+                p.at(Some(port.span().start), None, msg);
+            }
+        }
+    }
+    ports
+}
+
+fn compile_cidrs(list: Option<Vec<Spanned<String>>>, p: &mut Problems) -> Vec<IpNet> {
+    let mut nets = Vec::new();
+    for item in list.unwrap_or_default() {
+        match parse_cidr(item.get_ref()) {
+            Ok(net) => nets.push(net),
+            Err(msg) => p.at(Some(item.span().start), Some(item.get_ref()), msg),
+        }
+    }
+    nets
+}
+
 fn parse_cidr(s: &str) -> Result<IpNet, String> {
     if !s.contains('/') {
         return Err("write a CIDR such as 10.20.0.0/16 (one address is 10.20.0.1/32)".into());
@@ -197,28 +226,8 @@ impl OrgPolicy {
         }
         let allowed = compile_domains(raw.allowed_domains, &mut p);
         let denied = compile_domains(raw.denied_domains, &mut p);
-        let mut allowed_ports = Vec::new();
-        match raw.allowed_ports {
-            None => allowed_ports = vec![80, 443],
-            Some(ports) => {
-                for port in ports {
-                    match u16::try_from(*port.get_ref()) {
-                        Ok(n) if n != 0 => allowed_ports.push(n),
-                        _ => {
-                            let msg = format!("port {} is not in 1-65535", port.get_ref());
-                            p.at(Some(port.span().start), None, msg);
-                        }
-                    }
-                }
-            }
-        }
-        let mut allowed_cidrs = Vec::new();
-        for item in raw.allowed_cidrs.unwrap_or_default() {
-            match parse_cidr(item.get_ref()) {
-                Ok(net) => allowed_cidrs.push(net),
-                Err(msg) => p.at(Some(item.span().start), Some(item.get_ref()), msg),
-            }
-        }
+        let allowed_ports = compile_ports(raw.allowed_ports, &mut p);
+        let allowed_cidrs = compile_cidrs(raw.allowed_cidrs, &mut p);
         let (action, extra) = match raw.shared_hosting {
             Some(s) => (s.action, s.extra_domains),
             None => (None, None),
