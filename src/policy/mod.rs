@@ -2,5 +2,26 @@
 //!
 //! Text goes in (organization TOML, request policy JSON, a request's host and port), and
 //! compiled policies and [`decide::Decision`]s come out.
+//!
+//! - [`file`]: the raw TOML/JSON shapes, nothing else.
+//! - [`compile`]: raw -> validated [`OrgPolicy`] / [`RequestPolicy`], one error type.
+//! - [`host`]: [`HostName`] (normalised once), [`DomainPattern`], [`DomainEntry`].
+//! - [`cover`]: the narrowing relation, [`check_narrowing`].
+//! - [`decide`]: [`decide()`] and [`check_address`], returning a [`Decision`].
+//! - [`shared_hosting`]: is this name or pattern on shared hosting.
+//! - [`address`]: the refused address classes.
 
 pub mod address;
+pub mod compile;
+pub mod cover;
+pub mod decide;
+pub mod file;
+pub mod host;
+pub mod shared_hosting;
+
+pub use compile::{
+    DomainSet, Mode, OrgPolicy, PolicyError, Problem, RequestPolicy, SharedHostingAction, Tunnels,
+};
+pub use cover::{check_narrowing, Widening};
+pub use decide::{check_address, decide, Decision, Effective, Level, Reason, Target, Verdict};
+pub use host::{DomainEntry, DomainPattern, EntryError, Host, HostError, HostName};
