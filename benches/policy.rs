@@ -30,7 +30,10 @@ fn bench_decide(c: &mut Criterion) {
         let org = OrgPolicy::from_toml(&org_toml(n), "bench.toml").expect("bench policy loads");
         let policy: RequestPolicy = org.default_policy.clone();
         let levels = [&policy];
-        let eff = Effective { org: &org, levels: &levels };
+        let eff = Effective {
+            org: &org,
+            levels: &levels,
+        };
         let allowed = Target {
             host: Host::parse("a.b.tenant1.example.net").unwrap(),
             port: 443,

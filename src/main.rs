@@ -18,7 +18,10 @@ fn main() -> ExitCode {
         .init();
     match cli.command {
         Command::Serve(args) => {
-            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(rt) => rt,
                 Err(e) => {
                     eprintln!("egress-proxy: error: cannot start the runtime: {e}");

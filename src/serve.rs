@@ -120,17 +120,21 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     .map_err(|e| StartError::Resolver(e.to_string()))?;
     let listener = TcpListener::bind(args.listen)
         .await
-        .map_err(|source| StartError::Bind { addr: args.listen, source })?;
+        .map_err(|source| StartError::Bind {
+            addr: args.listen,
+            source,
+        })?;
     let local = listener.local_addr().map_err(|source| StartError::Bind {
         addr: args.listen,
         source,
     })?;
-    let (audit, writer) = AuditLog::open(&args.audit_log)
-        .await
-        .map_err(|source| StartError::Audit {
-            path: args.audit_log.clone(),
-            source,
-        })?;
+    let (audit, writer) =
+        AuditLog::open(&args.audit_log)
+            .await
+            .map_err(|source| StartError::Audit {
+                path: args.audit_log.clone(),
+                source,
+            })?;
     let writer = tokio::spawn(writer.run());
     let audit_closer = audit.clone();
 

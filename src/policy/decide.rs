@@ -216,7 +216,12 @@ fn decide_name(eff: &Effective, host: &HostName, port: u16) -> (Decision, bool) 
     let org = eff.org;
     let shared = shared_hosting::classify(host, &org.shared_hosting_extra);
     let decision = (|| {
-        if let Some(e) = org.denied.matching(host).next() {
+        // A denied entry with a port denies that port only; without one, every port.
+        let denied = org
+            .denied
+            .matching(host)
+            .find(|e| e.port.is_none_or(|p| p == port));
+        if let Some(e) = denied {
             return Decision::deny(Reason::DeniedDomain, Level::Org, Some(e.text.clone()));
         }
         let ports = &org.allowed_ports;

@@ -81,6 +81,24 @@ fn org_level_reasons() {
 }
 
 #[test]
+fn denied_entry_with_port_denies_that_port_only() {
+    let org = OrgPolicy::from_toml(
+        &ORG.replace(
+            r#"denied_domains = ["bad.example.org"]"#,
+            r#"denied_domains = ["bad.example.org", "*.example.org:8080"]"#,
+        ),
+        "org.toml",
+    )
+    .unwrap();
+    #[rustfmt::skip]
+    run(&org, &[], &[
+        ("denied_on_its_port",        "x.example.org",      8080, Deny,  Some("denied_domain"),         "org",     Some("*.example.org:8080")),
+        ("other_port_still_allowed",  "x.example.org",      443,  Allow, None,                          "org",     Some("*.example.org")),
+        ("portless_denies_every_port","bad.example.org",    443,  Deny,  Some("denied_domain"),         "org",     Some("bad.example.org")),
+    ]);
+}
+
+#[test]
 fn request_level_reasons() {
     let org = org_with("");
     let disabled = RequestPolicy::Disabled;

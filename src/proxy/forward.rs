@@ -81,7 +81,10 @@ pub async fn forward(
         })
         .boxed();
     strip_hop_by_hop(&mut parts.headers);
-    parts.headers.insert(HOST, host_value(&approved.target.host, approved.target.port));
+    parts.headers.insert(
+        HOST,
+        host_value(&approved.target.host, approved.target.port),
+    );
     parts.uri = upstream_uri(checked, &parts.uri);
     let upstream_req = Request::from_parts(parts, body);
 
@@ -156,7 +159,11 @@ fn upstream_failure(e: &hyper_util::client::legacy::Error, approved: &Approved) 
         }
         source = err.source();
     }
-    let what = if e.is_connect() { "cannot connect to" } else { "upstream failed:" };
+    let what = if e.is_connect() {
+        "cannot connect to"
+    } else {
+        "upstream failed:"
+    };
     Failure {
         status: StatusCode::BAD_GATEWAY,
         message: format!("{what} {target}"),

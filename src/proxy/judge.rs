@@ -111,13 +111,19 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     let mut levels: Vec<&RequestPolicy> = vec![&state.policy];
     if let Some(narrower) = &header {
         if let Err(widening) = check_narrowing(&state.org, &levels, narrower) {
-            let mut refusal = Refusal::new(Reason::PolicyWidening, target.host.to_string(), target.port);
+            let mut refusal =
+                Refusal::new(Reason::PolicyWidening, target.host.to_string(), target.port);
             refusal.rule = Some(widening.to_string());
-            return Err(refusal.with_detail(format!("X-Network-Policy widens the policy: {widening}")).into());
+            return Err(refusal
+                .with_detail(format!("X-Network-Policy widens the policy: {widening}"))
+                .into());
         }
         levels.push(narrower);
     }
-    let eff = Effective { org: &state.org, levels: &levels };
+    let eff = Effective {
+        org: &state.org,
+        levels: &levels,
+    };
     let decision = decide(&eff, &target);
     match decision.verdict {
         Verdict::Deny => return Err(Refusal::from_decision(&decision, &target).into()),
@@ -153,7 +159,11 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
         refusal.resolved_ip = Some(ip);
         return Err(refusal.into());
     }
-    Ok(Approved { target, addrs, decision })
+    Ok(Approved {
+        target,
+        addrs,
+        decision,
+    })
 }
 
 /// The URL of a plain-HTTP request, for the audit record; `None` for `CONNECT`.
@@ -166,7 +176,13 @@ pub fn audit_refusal(state: &State, client: &Client, refusal: &Refusal, url: Opt
     write(state, client, refusal, "egress.denied", url);
 }
 
-fn write(state: &State, client: &Client, refusal: &Refusal, event: &'static str, url: Option<String>) {
+fn write(
+    state: &State,
+    client: &Client,
+    refusal: &Refusal,
+    event: &'static str,
+    url: Option<String>,
+) {
     let (url, url_truncated) = clip(url);
     state.audit.write(Record {
         ts: now_rfc3339(),

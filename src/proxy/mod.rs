@@ -129,7 +129,10 @@ pub async fn serve(listener: TcpListener, state: Arc<State>, shutdown: impl Futu
     if tokio::time::timeout(grace, done_rx.recv()).await.is_err() {
         tracing::info!("closing connections and tunnels still open after the grace period");
         state.phase.send_replace(Phase::Closing);
-        if tokio::time::timeout(Duration::from_secs(2), done_rx.recv()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(2), done_rx.recv())
+            .await
+            .is_err()
+        {
             conns.shutdown().await;
         }
     }

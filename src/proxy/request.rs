@@ -43,10 +43,13 @@ pub fn target<B>(req: &Request<B>) -> Result<Target, Refusal> {
         .ok_or_else(|| Refusal::malformed("the request target has no host"))?
         .as_str();
     if authority.contains('@') {
-        return Err(Refusal::malformed("userinfo in the request target is refused"));
+        return Err(Refusal::malformed(
+            "userinfo in the request target is refused",
+        ));
     }
-    let (host_text, port) = split_host_port(authority)
-        .ok_or_else(|| Refusal::malformed(format!("cannot read host and port from `{authority}`")))?;
+    let (host_text, port) = split_host_port(authority).ok_or_else(|| {
+        Refusal::malformed(format!("cannot read host and port from `{authority}`"))
+    })?;
     let port = match port.or(default_port) {
         Some(0) => return Err(Refusal::malformed("port 0 is not a destination")),
         Some(p) => p,
@@ -75,12 +78,10 @@ fn check_host_headers(headers: &HeaderMap, target: &Target) -> Result<(), Refusa
             .and_then(|(h, p)| Some((Host::parse(h).ok()?, p.unwrap_or(target.port))))
             .is_some_and(|(h, p)| h == target.host && p == target.port);
         if !matches {
-            return Err(Refusal::new(
-                Reason::HostMismatch,
-                target.host.to_string(),
-                target.port,
-            )
-            .with_detail("the Host header names another authority than the request target"));
+            return Err(
+                Refusal::new(Reason::HostMismatch, target.host.to_string(), target.port)
+                    .with_detail("the Host header names another authority than the request target"),
+            );
         }
     }
     if count > 1 {
@@ -90,13 +91,17 @@ fn check_host_headers(headers: &HeaderMap, target: &Target) -> Result<(), Refusa
 }
 
 /// The `X-Network-Policy` header, if any: at most one, and it must parse.
-pub fn header_policy(headers: &HeaderMap, target: &Target) -> Result<Option<RequestPolicy>, Refusal> {
+pub fn header_policy(
+    headers: &HeaderMap,
+    target: &Target,
+) -> Result<Option<RequestPolicy>, Refusal> {
     let mut values = headers.get_all(NETWORK_POLICY_HEADER).iter();
     let Some(value) = values.next() else {
         return Ok(None);
     };
     let invalid = |detail: String| {
-        Refusal::new(Reason::InvalidPolicy, target.host.to_string(), target.port).with_detail(detail)
+        Refusal::new(Reason::InvalidPolicy, target.host.to_string(), target.port)
+            .with_detail(detail)
     };
     if values.next().is_some() {
         return Err(invalid("more than one X-Network-Policy header".into()));
@@ -137,9 +142,11 @@ fn parse_port(s: &str) -> Option<u16> {
 mod tests {
     use super::*;
 
+    type Split<'a> = Option<(&'a str, Option<u16>)>;
+
     #[test]
     fn split_host_port_cases() {
-        let cases: &[(&str, Option<(&str, Option<u16>)>)] = &[
+        let cases: &[(&str, Split)] = &[
             ("a.test", Some(("a.test", None))),
             ("a.test:8080", Some(("a.test", Some(8080)))),
             ("[::1]:443", Some(("[::1]", Some(443)))),
