@@ -6,4 +6,10 @@
 
 mod support;
 
+mod connect;
+mod denials;
+mod dns;
+mod forward;
+mod lifecycle;
+mod report;
 mod support_selftest;

@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod dns;
+pub mod expect;
 pub mod http;
 pub mod org;
 pub mod origin;

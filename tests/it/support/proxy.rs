@@ -22,8 +22,11 @@ pub const AUDIT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long to wait after the expected records for unexpected extra ones.
 pub const QUIET_PERIOD: Duration = Duration::from_millis(300);
 
-pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_egress-proxy")
+/// The binary under test: this crate's, or `EGRESS_PROXY_BIN` when set (to run
+/// these tests against another build of the proxy).
+pub fn binary() -> String {
+    std::env::var("EGRESS_PROXY_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_egress-proxy").to_string())
 }
 
 /// Builder for one proxy process.
