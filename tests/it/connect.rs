@@ -1,0 +1,67 @@
+//! `CONNECT` tunnels: judged before any tunnel opens (SPEC 6), TLS end to end.
+
+use crate::support::client::{connect_via_proxy, https_get};
+use crate::support::expect::{assert_single_denial, Denial};
+use crate::support::org::{allowlist_json, Org};
+use crate::support::origin::HttpsOrigin;
+use crate::support::proxy::{Proxy, ProxyBuilder};
+
+/// A proxy whose org allows `secure.test` on `org_ports`.
+async fn proxy_for(org_ports: &[u16]) -> Proxy {
+    let org = Org::new().allow("secure.test").ports(org_ports).loopback();
+    ProxyBuilder::new(org.to_toml())
+        .policy(allowlist_json(&["secure.test"]))
+        .pin("secure.test")
+        .pin("evil.test")
+        .start()
+        .await
+}
+
+#[tokio::test]
+async fn connect_to_allowed_name_tunnels_tls_to_the_origin() {
+    let origin = HttpsOrigin::start().await;
+    let proxy = proxy_for(&[443, origin.port()]).await;
+    let target = format!("secure.test:{}", origin.port());
+    let (resp, conn) = connect_via_proxy(proxy.addr, &target, &[]).await;
+    assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+    let answer = https_get(conn.into_stream(), origin.cert_der(), "/through").await;
+    assert_eq!(answer.status, 200, "{answer:?}\n{}", proxy.diagnostics());
+    assert_eq!(answer.text(), origin.body());
+    assert_eq!(origin.requests()[0].target, "/through");
+}
+
+#[tokio::test]
+async fn connect_to_denied_name_is_403_without_a_tunnel() {
+    let origin = HttpsOrigin::start().await;
+    let proxy = proxy_for(&[443, origin.port()]).await;
+    let target = format!("evil.test:{}", origin.port());
+    let (resp, mut conn) = connect_via_proxy(proxy.addr, &target, &[]).await;
+    let want = Denial::new(403, "not_in_org_allowlist")
+        .at("evil.test", origin.port())
+        .level("org");
+    let record = assert_single_denial(&resp, &want, &proxy).await;
+    assert_eq!(record["method"], "CONNECT", "{record}");
+    // Bytes after the refusal must not open a tunnel either.
+    conn.send(b"\x16\x03\x01\x00\x05hello").await;
+    let _ = conn.closed_by_peer().await;
+    assert_eq!(
+        origin.connections(),
+        0,
+        "the origin saw a TCP connection\n{}",
+        proxy.diagnostics()
+    );
+}
+
+#[tokio::test]
+async fn connect_to_allowed_name_on_unlisted_port_is_port_not_allowed() {
+    let origin = HttpsOrigin::start().await;
+    // The org lists 443 only; the origin's port is not listed.
+    let proxy = proxy_for(&[443]).await;
+    let target = format!("secure.test:{}", origin.port());
+    let (resp, _conn) = connect_via_proxy(proxy.addr, &target, &[]).await;
+    let want = Denial::new(403, "port_not_allowed")
+        .at("secure.test", origin.port())
+        .level("org");
+    assert_single_denial(&resp, &want, &proxy).await;
+    assert_eq!(origin.connections(), 0, "{}", proxy.diagnostics());
+}

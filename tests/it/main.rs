@@ -1,0 +1,15 @@
+//! Integration tests of `egress-proxy` against its contract (`SPEC.md`): the real
+//! binary on loopback, with test origins, a test DNS server and raw clients.
+//!
+//! Every proxy gets `--resolve` pins or a `--dns-server`; nothing here reaches the
+//! system resolver or the internet.
+
+mod support;
+
+mod connect;
+mod denials;
+mod dns;
+mod forward;
+mod lifecycle;
+mod report;
+mod support_selftest;

@@ -1,0 +1,207 @@
+//! A raw HTTP client over TCP, so tests choose every byte sent to the proxy.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::http::{header, Reader};
+use super::IO_TIMEOUT;
+
+/// A response as the client read it.
+#[derive(Clone, Debug)]
+pub struct Response {
+    pub status: u16,
+    pub status_line: String,
+    /// Names lower-cased, order and duplicates kept.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        header(&self.headers, name)
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body as JSON; panics with the response when it is not.
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("response body is not JSON ({e}): {self:?}"))
+    }
+}
+
+/// One client connection to the proxy, for several requests (keep-alive).
+pub struct Conn {
+    reader: Reader<TcpStream>,
+}
+
+impl Conn {
+    pub async fn open(addr: SocketAddr) -> Conn {
+        let stream = within("connect to proxy", TcpStream::connect(addr)).await;
+        stream.set_nodelay(true).ok();
+        Conn {
+            reader: Reader::new(stream),
+        }
+    }
+
+    pub async fn send(&mut self, bytes: &[u8]) {
+        within("write request", self.reader.inner.write_all(bytes)).await;
+    }
+
+    /// Read one full response (body framed by length, chunks, or end of stream).
+    pub async fn read_response(&mut self) -> Response {
+        read_response(&mut self.reader, false).await
+    }
+
+    /// Read a response head, and its body only when it is not a 2xx to a CONNECT.
+    pub async fn read_connect_response(&mut self) -> Response {
+        read_response(&mut self.reader, true).await
+    }
+
+    /// The stream, for tunnels. Panics if the proxy sent bytes after the head.
+    pub fn into_stream(self) -> TcpStream {
+        assert!(
+            self.reader.buf.is_empty(),
+            "proxy sent bytes after the CONNECT answer: {:?}",
+            String::from_utf8_lossy(&self.reader.buf)
+        );
+        self.reader.inner
+    }
+
+    /// Whether the peer has closed (reads EOF or an error) within `IO_TIMEOUT`.
+    pub async fn closed_by_peer(&mut self) -> bool {
+        let mut buf = [0u8; 1];
+        matches!(
+            tokio::time::timeout(
+                IO_TIMEOUT,
+                tokio::io::AsyncReadExt::read(&mut self.reader.inner, &mut buf)
+            )
+            .await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    }
+}
+
+async fn read_response<R: AsyncRead + Unpin>(reader: &mut Reader<R>, connect: bool) -> Response {
+    let head = within("read response head", reader.read_head())
+        .await
+        .unwrap_or_else(|| panic!("connection closed before a response"));
+    let status_line = head.start_line.clone();
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let no_body = (connect && (200..300).contains(&status))
+        || status == 204
+        || status == 304
+        || (100..200).contains(&status);
+    let body = if no_body {
+        Vec::new()
+    } else {
+        within("read response body", reader.read_body(&head, true)).await
+    };
+    Response {
+        status,
+        status_line,
+        headers: head.headers,
+        body,
+    }
+}
+
+/// Await `fut`, failing the test after `IO_TIMEOUT` or on an I/O error.
+pub async fn within<T, E: std::fmt::Debug>(
+    what: &str,
+    fut: impl std::future::Future<Output = Result<T, E>>,
+) -> T {
+    match tokio::time::timeout(IO_TIMEOUT, fut).await {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => panic!("{what}: {e:?}"),
+        Err(_) => panic!("{what}: timed out after {IO_TIMEOUT:?}"),
+    }
+}
+
+/// Send `bytes` on a new connection and read one response.
+pub async fn send_raw(proxy: SocketAddr, bytes: &[u8]) -> Response {
+    let mut conn = Conn::open(proxy).await;
+    conn.send(bytes).await;
+    conn.read_response().await
+}
+
+/// The authority (`host:port`) of an absolute `http://` URL.
+pub fn authority(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+/// Render `METHOD URL HTTP/1.1` with `Host` from the URL, the extra headers and
+/// `Connection: close`.
+pub fn request_bytes(method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    let mut out = format!("{method} {url} HTTP/1.1\r\nHost: {}\r\n", authority(url));
+    for (name, value) in headers {
+        out += &format!("{name}: {value}\r\n");
+    }
+    if !body.is_empty() {
+        out += &format!("Content-Length: {}\r\n", body.len());
+    }
+    out += "Connection: close\r\n\r\n";
+    let mut bytes = out.into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// `GET url` through the proxy with extra headers.
+pub async fn get_via_proxy(proxy: SocketAddr, url: &str, headers: &[(&str, &str)]) -> Response {
+    send_raw(proxy, &request_bytes("GET", url, headers, b"")).await
+}
+
+/// `CONNECT target` with extra headers. Returns the answer and, for the tunnel,
+/// the connection.
+pub async fn connect_via_proxy(
+    proxy: SocketAddr,
+    target: &str,
+    headers: &[(&str, &str)],
+) -> (Response, Conn) {
+    let mut req = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n");
+    for (name, value) in headers {
+        req += &format!("{name}: {value}\r\n");
+    }
+    req += "\r\n";
+    let mut conn = Conn::open(proxy).await;
+    conn.send(req.as_bytes()).await;
+    let response = conn.read_connect_response().await;
+    (response, conn)
+}
+
+/// A TLS client config trusting only `cert`.
+pub fn tls_config(cert: CertificateDer<'static>) -> rustls::ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).expect("add root");
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
+/// Handshake TLS as `secure.test` over `stream`, send `GET path`, read the answer.
+pub async fn https_get<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    cert: CertificateDer<'static>,
+    path: &str,
+) -> Response {
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_config(cert)));
+    let name = ServerName::try_from("secure.test").expect("server name");
+    let mut tls = within("TLS handshake", connector.connect(name, stream)).await;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: secure.test\r\nConnection: close\r\n\r\n");
+    within("write TLS request", tls.write_all(req.as_bytes())).await;
+    let mut reader = Reader::new(tls);
+    read_response(&mut reader, false).await
+}

@@ -1,0 +1,118 @@
+//! A DNS server on UDP `127.0.0.1:0`: A records for configured names, NXDOMAIN for
+//! the rest, and a record of every name queried so tests can assert "no query".
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
+use hickory_proto::rr::rdata::A;
+use hickory_proto::rr::{RData, Record, RecordType};
+use tokio::net::UdpSocket;
+
+/// Builder: which names resolve to which address.
+#[derive(Default)]
+pub struct DnsBuilder {
+    records: HashMap<String, Ipv4Addr>,
+}
+
+impl DnsBuilder {
+    /// Answer `name` with an A record for `ip`.
+    pub fn record(mut self, name: &str, ip: Ipv4Addr) -> Self {
+        self.records.insert(normalise(name), ip);
+        self
+    }
+
+    pub async fn start(self) -> DnsServer {
+        let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind dns");
+        let addr = socket.local_addr().expect("dns addr");
+        let queries = Arc::new(Mutex::new(Vec::new()));
+        let (records, q) = (self.records, queries.clone());
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
+                if let Some(answer) = answer(&buf[..n], &records, &q) {
+                    let _ = socket.send_to(&answer, peer).await;
+                }
+            }
+        });
+        DnsServer { addr, queries }
+    }
+}
+
+/// A running DNS server.
+pub struct DnsServer {
+    addr: SocketAddr,
+    queries: Arc<Mutex<Vec<(String, RecordType)>>>,
+}
+
+impl DnsServer {
+    pub fn builder() -> DnsBuilder {
+        DnsBuilder::default()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every name queried so far (lower case, no trailing dot), in order.
+    pub fn queried_names(&self) -> Vec<String> {
+        self.queries
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// How many queries named `name` or a name below it (catches search-domain
+    /// suffixes such as `evil.test.corp`).
+    pub fn queries_for(&self, name: &str) -> usize {
+        let name = normalise(name);
+        self.queried_names()
+            .iter()
+            .filter(|q| **q == name || q.starts_with(&format!("{name}.")))
+            .count()
+    }
+}
+
+fn normalise(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// Build the answer to one query datagram; `None` when it does not parse.
+fn answer(
+    datagram: &[u8],
+    records: &HashMap<String, Ipv4Addr>,
+    log: &Mutex<Vec<(String, RecordType)>>,
+) -> Option<Vec<u8>> {
+    let request = Message::from_vec(datagram).ok()?;
+    let mut response = Message::new();
+    response
+        .set_id(request.id())
+        .set_message_type(MessageType::Response)
+        .set_op_code(OpCode::Query)
+        .set_recursion_desired(request.recursion_desired())
+        .set_recursion_available(true)
+        .set_authoritative(true);
+    let mut code = ResponseCode::NoError;
+    for query in request.queries() {
+        let name = normalise(&query.name().to_ascii());
+        log.lock().unwrap().push((name.clone(), query.query_type()));
+        response.add_query(query.clone());
+        match records.get(&name) {
+            Some(ip) if query.query_type() == RecordType::A => {
+                response.add_answer(Record::from_rdata(
+                    query.name().clone(),
+                    60,
+                    RData::A(A(*ip)),
+                ));
+            }
+            // A known name without a record of this type: NOERROR, no answer.
+            Some(_) => {}
+            None => code = ResponseCode::NXDomain,
+        }
+    }
+    response.set_response_code(code);
+    response.to_vec().ok()
+}

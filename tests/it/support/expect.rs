@@ -1,0 +1,95 @@
+//! Assertions on denials: the answer (SPEC 6) and its audit record (SPEC 7).
+
+use serde_json::Value;
+
+use super::client::Response;
+use super::proxy::Proxy;
+
+/// What a denial must look like.
+pub struct Denial<'a> {
+    pub status: u16,
+    pub reason: &'a str,
+    /// Expected `host` in the body and audit record, when the test knows it.
+    pub host: Option<&'a str>,
+    pub port: Option<u16>,
+    /// Expected `policy_level` in the audit record, when SPEC 10 fixes it.
+    pub level: Option<&'a str>,
+}
+
+impl<'a> Denial<'a> {
+    pub fn new(status: u16, reason: &'a str) -> Denial<'a> {
+        Denial {
+            status,
+            reason,
+            host: None,
+            port: None,
+            level: None,
+        }
+    }
+
+    pub fn at(mut self, host: &'a str, port: u16) -> Self {
+        self.host = Some(host);
+        self.port = Some(port);
+        self
+    }
+
+    pub fn level(mut self, level: &'a str) -> Self {
+        self.level = Some(level);
+        self
+    }
+}
+
+/// Assert the answer: status, `X-Egress-Denied`, and the JSON error body.
+/// Returns the body's `request_id`.
+pub fn assert_denied_response(resp: &Response, want: &Denial, proxy: &Proxy) -> String {
+    let ctx = || format!("response: {resp:?}\n{}", proxy.diagnostics());
+    assert_eq!(resp.status, want.status, "status\n{}", ctx());
+    assert_eq!(
+        resp.header("x-egress-denied"),
+        Some(want.reason),
+        "X-Egress-Denied header\n{}",
+        ctx()
+    );
+    let body: Value = serde_json::from_slice(&resp.body)
+        .unwrap_or_else(|e| panic!("denial body is not JSON ({e})\n{}", ctx()));
+    let error = &body["error"];
+    assert_eq!(error["type"], "egress_denied", "error.type\n{}", ctx());
+    assert_eq!(error["reason"], want.reason, "error.reason\n{}", ctx());
+    if let Some(host) = want.host {
+        assert_eq!(error["host"], host, "error.host\n{}", ctx());
+    }
+    if let Some(port) = want.port {
+        assert_eq!(error["port"], port, "error.port\n{}", ctx());
+    }
+    let id = error["request_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("error.request_id is not a string\n{}", ctx()));
+    assert!(!id.is_empty(), "empty request_id\n{}", ctx());
+    id.to_string()
+}
+
+/// Assert one audit record describes this denial (and the same request id).
+pub fn assert_denied_record(record: &Value, want: &Denial, request_id: &str, proxy: &Proxy) {
+    let ctx = || format!("record: {record}\n{}", proxy.diagnostics());
+    assert_eq!(record["event"], "egress.denied", "event\n{}", ctx());
+    assert_eq!(record["reason"], want.reason, "reason\n{}", ctx());
+    assert_eq!(record["request_id"], request_id, "request_id\n{}", ctx());
+    if let Some(level) = want.level {
+        assert_eq!(record["policy_level"], level, "policy_level\n{}", ctx());
+    }
+    if let Some(host) = want.host {
+        assert_eq!(record["host"], host, "host\n{}", ctx());
+    }
+    if let Some(port) = want.port {
+        assert_eq!(record["port"], port, "port\n{}", ctx());
+    }
+}
+
+/// The whole check for a single denied request: the answer, exactly one audit
+/// record, and that record matching. Returns the record.
+pub async fn assert_single_denial(resp: &Response, want: &Denial<'_>, proxy: &Proxy) -> Value {
+    let id = assert_denied_response(resp, want, proxy);
+    let record = proxy.single_audit().await;
+    assert_denied_record(&record, want, &id, proxy);
+    record
+}
