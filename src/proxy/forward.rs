@@ -86,6 +86,8 @@ pub async fn forward(
         host_value(&approved.target.host, approved.target.port),
     );
     parts.uri = upstream_uri(checked, &parts.uri);
+    let head_up = parts.method.as_str().len() + parts.uri.path().len() + head_len(&parts.headers);
+    up_bytes.fetch_add(head_up as u64, Ordering::Relaxed);
     let upstream_req = Request::from_parts(parts, body);
 
     let resp = match state.upstream.client.request(upstream_req).await {
@@ -105,10 +107,20 @@ pub async fn forward(
     });
     let body = Metered {
         inner: body,
-        down: 0,
+        down: head_len(&parts.headers) as u64,
         on_done: Some(on_done),
     };
     Response::from_parts(parts, body.boxed())
+}
+
+/// About what a head takes on the wire: its headers plus a request or status line.
+/// Counted into `bytes_up`/`bytes_down` so a body-less request still shows its size.
+fn head_len(headers: &HeaderMap) -> usize {
+    let lines: usize = headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 4)
+        .sum();
+    lines + 16
 }
 
 /// Remove `Connection`, every header it names, and the fixed hop-by-hop set.

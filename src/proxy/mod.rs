@@ -1,6 +1,8 @@
 //! The server: accept loop, per-connection HTTP/1.1, and the path every request takes
 //! (target -> policy levels -> decide -> resolve -> address check -> forward or tunnel).
 //!
+//! - [`preflight`]: a look at a connection's first request head, so that even a request
+//!   hyper could not parse gets a full refusal.
 //! - [`request`]: reading the target, the `Host` check and the `X-Network-Policy` header.
 //! - [`judge`]: the policy and address decisions for one request, ending in approved
 //!   addresses or a [`Refusal`].
@@ -11,6 +13,7 @@
 pub mod answer;
 pub mod forward;
 pub mod judge;
+pub mod preflight;
 pub mod request;
 pub mod tunnel;
 
@@ -146,6 +149,21 @@ async fn serve_connection(
     done: mpsc::Sender<()>,
 ) {
     let _ = stream.set_nodelay(true);
+    let limits = &state.limits;
+    match preflight::first_head(&stream, limits.max_header_bytes, limits.header_timeout).await {
+        preflight::Preflight::Ready => {}
+        preflight::Preflight::Gone => return,
+        preflight::Preflight::Refuse(status, refusal) => {
+            let client = Client {
+                addr: peer,
+                request_id: crate::audit::new_request_id(),
+                method: String::new(),
+            };
+            judge::audit_refusal(&state, &client, &refusal, None);
+            answer::write_raw(stream, &refusal, &client.request_id, status).await;
+            return;
+        }
+    }
     let io = TokioIo::new(stream);
     let svc_state = state.clone();
     let service = service_fn(move |req: Request<Incoming>| {

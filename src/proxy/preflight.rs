@@ -1,0 +1,171 @@
+//! A look at the first request head of a connection before hyper reads it.
+//!
+//! hyper answers a request it cannot parse with a bare `400`/`431` of its own, without the
+//! `X-Egress-Denied` header and JSON body every refusal must carry. So the first head is
+//! read here with `peek` (nothing is consumed) and anything hyper would refuse, or that
+//! we refuse before judging (an unreadable host, ambiguous framing), is answered by us.
+//! Later requests on a kept-alive connection that hyper cannot parse still get hyper's
+//! bare answer; they are audited all the same (see `serve_connection`).
+
+use std::time::Duration;
+
+use hyper::Uri;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::request::split_host_port;
+use super::Refusal;
+use crate::policy::{Host, Reason};
+
+/// The most headers a request may carry (hyper's own default limit).
+const MAX_HEADERS: usize = 100;
+
+/// What the first look found.
+pub enum Preflight {
+    /// A head that hyper will read: hand the connection over.
+    Ready,
+    /// The client closed or sent nothing in time: close without an answer.
+    Gone,
+    /// Refuse with this status (400 or 431) and close.
+    Refuse(u16, Refusal),
+}
+
+/// Wait (up to `timeout`) for a complete first request head of at most `max` bytes.
+pub async fn first_head(stream: &TcpStream, max: usize, timeout: Duration) -> Preflight {
+    let deadline = Instant::now() + timeout;
+    let mut buf = vec![0u8; max];
+    let mut backoff = Duration::from_millis(1);
+    loop {
+        let readable = tokio::time::timeout_at(deadline, stream.readable()).await;
+        if !matches!(readable, Ok(Ok(()))) {
+            return Preflight::Gone;
+        }
+        let n = match stream.peek(&mut buf).await {
+            Ok(0) | Err(_) => return Preflight::Gone,
+            Ok(n) => n,
+        };
+        match check(&buf[..n]) {
+            Some(found) => return found,
+            None if n == max => {
+                let refusal = Refusal::malformed(format!("request head larger than {max} bytes"));
+                return Preflight::Refuse(431, refusal);
+            }
+            None => {
+                // Partial head: the bytes stay unread, so readiness stays set; wait a
+                // little before looking again rather than spinning.
+                if Instant::now() + backoff > deadline {
+                    return Preflight::Gone;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Judge the bytes seen so far: `None` while the head is incomplete.
+fn check(bytes: &[u8]) -> Option<Preflight> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(bytes) {
+        Ok(httparse::Status::Partial) => None,
+        Ok(httparse::Status::Complete(_)) => Some(check_head(&req)),
+        Err(httparse::Error::TooManyHeaders) => Some(Preflight::Refuse(
+            431,
+            Refusal::malformed(format!("more than {MAX_HEADERS} headers")),
+        )),
+        Err(e) => Some(Preflight::Refuse(
+            400,
+            Refusal::malformed(format!("not an HTTP/1.1 request: {e}")),
+        )),
+    }
+}
+
+fn check_head(req: &httparse::Request) -> Preflight {
+    let refuse = |detail: String| Preflight::Refuse(400, Refusal::malformed(detail));
+    let (Some(method), Some(path)) = (req.method, req.path) else {
+        return refuse("incomplete request line".into());
+    };
+    if hyper::Method::from_bytes(method.as_bytes()).is_err() {
+        return refuse(format!("invalid method `{method}`"));
+    }
+    if let Some(refusal) = unreadable_host(method, path) {
+        return Preflight::Refuse(400, refusal);
+    }
+    if Uri::try_from(path).is_err() {
+        return refuse("the request target is not a valid URI".into());
+    }
+    let named = |name: &'static str| {
+        req.headers
+            .iter()
+            .filter(move |h| h.name.eq_ignore_ascii_case(name))
+    };
+    let lengths: Vec<&[u8]> = named("content-length").map(|h| h.value).collect();
+    if lengths.windows(2).any(|w| w[0] != w[1]) {
+        return refuse("conflicting Content-Length headers".into());
+    }
+    if !lengths.is_empty() && named("transfer-encoding").next().is_some() {
+        return refuse("both Content-Length and Transfer-Encoding".into());
+    }
+    Preflight::Ready
+}
+
+/// For an absolute-form or `CONNECT` target, the host as written must survive
+/// normalisation: `invalid_host` names the problem better than hyper's URI error.
+fn unreadable_host(method: &str, path: &str) -> Option<Refusal> {
+    let authority = if method == "CONNECT" {
+        path
+    } else {
+        let rest = path.split_once("://")?.1;
+        &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())]
+    };
+    if authority.contains('@') {
+        return Some(Refusal::malformed(
+            "userinfo in the request target is refused",
+        ));
+    }
+    let (host, port) = split_host_port(authority)?;
+    let err = Host::parse(host).err()?;
+    Some(
+        Refusal::new(Reason::InvalidHost, host.to_string(), port.unwrap_or(0))
+            .with_detail(format!("invalid host: {err}")),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(bytes: &str) -> Option<(u16, &'static str)> {
+        match check(bytes.as_bytes()) {
+            None => None,
+            Some(Preflight::Ready) => Some((0, "ready")),
+            Some(Preflight::Gone) => Some((0, "gone")),
+            Some(Preflight::Refuse(status, r)) => Some((status, r.reason.as_str())),
+        }
+    }
+
+    #[test]
+    fn first_head_cases() {
+        let cases: &[(&str, Option<(u16, &str)>)] = &[
+            ("GET http://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n", Some((0, "ready"))),
+            ("CONNECT a.test:443 HTTP/1.1\r\n\r\n", Some((0, "ready"))),
+            ("GET http://a.test/ HTTP/1.1\r\nHost: a", None),
+            ("\x16\x03\x01\x02\x00garbage\r\n\r\n", Some((400, "invalid_request"))),
+            ("GET http://bad%41.test/ HTTP/1.1\r\n\r\n", Some((400, "invalid_host"))),
+            ("CONNECT bad%41.test:443 HTTP/1.1\r\n\r\n", Some((400, "invalid_host"))),
+            ("GET http://u@a.test/ HTTP/1.1\r\n\r\n", Some((400, "invalid_request"))),
+            (
+                "POST http://a.test/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+                Some((400, "invalid_request")),
+            ),
+            (
+                "POST http://a.test/ HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Some((400, "invalid_request")),
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(verdict(input), *want, "{input:?}");
+        }
+    }
+}
