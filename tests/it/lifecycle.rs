@@ -214,6 +214,7 @@ fn org_file_with_an_unknown_key_exits_2_naming_file_and_line() {
         stderr.contains("line 3") || stderr.contains(":3:"),
         "line 3 not named:\n{stderr}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -237,6 +238,7 @@ fn unreadable_org_file_exits_2_naming_it() {
         stderr.contains("missing-org.toml"),
         "file not named:\n{stderr}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -271,4 +273,5 @@ fn widening_policy_file_stops_serve_with_exit_2_naming_the_entry() {
         stderr.contains("*.other.test"),
         "entry not named:\n{stderr}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
