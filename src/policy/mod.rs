@@ -9,6 +9,7 @@
 //! - [`cover`]: the narrowing relation, [`check_narrowing`].
 //! - [`decide`]: [`decide()`] and [`check_address`], returning a [`Decision`].
 //! - [`shared_hosting`]: is this name or pattern on shared hosting.
+//! - [`tls`]: the judgement of a tunnel's first bytes (TLS server name, `[tunnels]`).
 //! - [`address`]: the refused address classes.
 
 pub mod address;
@@ -18,6 +19,7 @@ pub mod decide;
 pub mod file;
 pub mod host;
 pub mod shared_hosting;
+pub mod tls;
 
 pub use compile::{
     DomainSet, Mode, OrgPolicy, PolicyError, Problem, RequestPolicy, SharedHostingAction, Tunnels,

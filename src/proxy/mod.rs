@@ -12,6 +12,7 @@
 
 pub mod answer;
 pub mod forward;
+pub mod inspect;
 pub mod judge;
 pub mod preflight;
 pub mod request;

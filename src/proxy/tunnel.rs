@@ -1,18 +1,21 @@
 //! `CONNECT` tunnels. The upstream connection is made to a checked address before the
 //! client is answered, so a refusal or an unreachable upstream is told with a status
-//! code and no tunnel ever opens for it.
+//! code and no tunnel ever opens for it. Once open, the tunnel's first bytes are judged
+//! (TLS server name, `[tunnels]`) before any of them reaches upstream.
 
 use std::sync::Arc;
 
 use hyper::body::Incoming;
+use hyper::upgrade::OnUpgrade;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio::io::copy_bidirectional;
+use tokio::io::{copy_bidirectional, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::judge::{audit_allowed, Approved, Failure};
-use super::{answer, Body, Client, Phase, State};
-use crate::net::dial::{dial, DialError};
+use super::judge::{audit_allowed, audit_refusal, Approved, Failure};
+use super::{answer, inspect, Body, Client, Phase, State};
+use crate::net::dial::{dial, CheckedAddr, DialError};
 
 /// Dial the approved destination, answer 200, then relay bytes both ways once the
 /// client's connection is handed over.
@@ -23,7 +26,7 @@ pub async fn open(
     client: Client,
     done: mpsc::Sender<()>,
 ) -> Response<Body> {
-    let (mut upstream, dialed) = match dial(&approved.addrs, state.limits.connect_timeout).await {
+    let (upstream, dialed) = match dial(&approved.addrs, state.limits.connect_timeout).await {
         Ok(pair) => pair,
         Err(e) => {
             let target = approved.target.host.authority(approved.target.port);
@@ -42,28 +45,51 @@ pub async fn open(
         }
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
-    let mut phase = state.phase.subscribe();
     tokio::spawn(async move {
-        let upgraded = match on_upgrade.await {
-            Ok(upgraded) => upgraded,
-            Err(e) => {
-                tracing::debug!(request_id = %client.request_id, error = %e, "CONNECT upgrade failed");
-                return;
-            }
-        };
-        let mut downstream = TokioIo::new(upgraded);
-        let bytes = tokio::select! {
-            copied = copy_bidirectional(&mut downstream, &mut upstream) => match copied {
-                Ok(pair) => pair,
-                Err(e) => {
-                    tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
-                    (0, 0)
-                }
-            },
-            _ = async { drop(phase.wait_for(|p| *p == Phase::Closing).await) } => (0, 0),
-        };
-        audit_allowed(&state, &client, &approved, dialed.addr(), None, bytes);
+        relay(on_upgrade, upstream, dialed, approved, state, client).await;
         drop(done);
     });
     Response::new(answer::empty())
+}
+
+/// The life of an open tunnel: judge its first bytes, then copy both ways until either
+/// side closes or the server's grace period ends; then write the allowed record.
+async fn relay(
+    on_upgrade: OnUpgrade,
+    mut upstream: TcpStream,
+    dialed: CheckedAddr,
+    approved: Approved,
+    state: Arc<State>,
+    client: Client,
+) {
+    let mut phase = state.phase.subscribe();
+    let upgraded = match on_upgrade.await {
+        Ok(upgraded) => upgraded,
+        Err(e) => {
+            tracing::debug!(request_id = %client.request_id, error = %e, "CONNECT upgrade failed");
+            return;
+        }
+    };
+    let mut downstream = TokioIo::new(upgraded);
+    let (target, tunnels) = (&approved.target, &state.org.tunnels);
+    let wait = state.limits.header_timeout;
+    let first = match inspect::admit(&mut downstream, &upstream, target, tunnels, wait).await {
+        Ok(first) => first,
+        Err(refusal) => {
+            audit_refusal(&state, &client, &refusal, None);
+            return;
+        }
+    };
+    if upstream.write_all(&first).await.is_err() {
+        return;
+    }
+    let (up, down) = tokio::select! {
+        copied = copy_bidirectional(&mut downstream, &mut upstream) => copied.unwrap_or_else(|e| {
+            tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
+            (0, 0)
+        }),
+        _ = async { drop(phase.wait_for(|p| *p == Phase::Closing).await) } => (0, 0),
+    };
+    let bytes = (up + first.len() as u64, down);
+    audit_allowed(&state, &client, &approved, dialed.addr(), None, bytes);
 }
