@@ -63,9 +63,26 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     pub header_timeout: f64,
 
-    /// Maximum concurrent client connections; beyond it new connections get 503.
+    /// Maximum concurrent client connections; beyond it a new connection waits up to
+    /// --connection-wait, then gets 503 `limit_exceeded`.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub max_connections: usize,
+
+    /// How long a connection over --max-connections waits for a free slot, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    pub connection_wait: f64,
+
+    /// Largest request head accepted, in bytes; a larger one gets 431.
+    #[arg(long, value_name = "BYTES", default_value_t = 65536)]
+    pub max_header_bytes: usize,
+
+    /// Maximum tunnels one client address may hold open; beyond it, 429 `limit_exceeded`.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_tunnels_per_client: usize,
+
+    /// Close a tunnel after this many seconds with no bytes in either direction.
+    #[arg(long, value_name = "SECS", default_value_t = 300.0)]
+    pub tunnel_idle_timeout: f64,
 
     /// Seconds to let open connections finish after SIGTERM/SIGINT before closing them.
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]

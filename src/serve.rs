@@ -109,7 +109,11 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         connect_timeout: seconds("--connect-timeout", args.connect_timeout)?,
         header_timeout: seconds("--header-timeout", args.header_timeout)?,
         max_connections: args.max_connections.max(1),
-        max_header_bytes: 64 * 1024,
+        connection_wait: Duration::try_from_secs_f64(args.connection_wait).map_err(|_| {
+            StartError::Flag("--connection-wait must be a number of seconds".into())
+        })?,
+        max_header_bytes: args.max_header_bytes.max(1024),
+        tunnel_idle_timeout: seconds("--tunnel-idle-timeout", args.tunnel_idle_timeout)?,
         shutdown_grace: seconds("--shutdown-grace", args.shutdown_grace)?,
     };
     let resolver = Resolver::new(
@@ -148,6 +152,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         audit_allowed: args.audit_allowed,
         own: vec![local],
         upstream: Upstream::new(limits.connect_timeout),
+        tunnels: proxy::limits::TunnelCounts::new(args.max_tunnels_per_client.max(1)),
         limits,
         phase: tokio::sync::watch::Sender::new(proxy::Phase::Serving),
     });

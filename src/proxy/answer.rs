@@ -31,6 +31,10 @@ pub fn refuse(refusal: &Refusal, request_id: &str) -> Response<Body> {
         DENIED_HEADER,
         HeaderValue::from_static(refusal.reason.as_str()),
     );
+    if refusal.status() == StatusCode::TOO_MANY_REQUESTS {
+        resp.headers_mut()
+            .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
     if refusal.status() == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
         resp.headers_mut().insert(
             hyper::header::PROXY_AUTHENTICATE,
@@ -81,8 +85,13 @@ pub async fn write_raw(mut stream: TcpStream, refusal: &Refusal, request_id: &st
         .ok()
         .and_then(|s| s.canonical_reason())
         .unwrap_or("Error");
+    let retry = if matches!(status, 429 | 503) {
+        "retry-after: 1\r\n"
+    } else {
+        ""
+    };
     let head = format!(
-        "HTTP/1.1 {status} {reason}\r\n{DENIED_HEADER}: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 {status} {reason}\r\n{DENIED_HEADER}: {}\r\n{retry}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         refusal.reason.as_str(),
         body.len()
     );

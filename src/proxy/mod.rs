@@ -12,8 +12,10 @@
 
 pub mod answer;
 pub mod forward;
+pub mod idle;
 pub mod inspect;
 pub mod judge;
+pub mod limits;
 pub mod preflight;
 pub mod request;
 pub mod tunnel;
@@ -50,7 +52,10 @@ pub struct Limits {
     pub connect_timeout: Duration,
     pub header_timeout: Duration,
     pub max_connections: usize,
+    /// How long a connection over `max_connections` waits for a slot before its 503.
+    pub connection_wait: Duration,
     pub max_header_bytes: usize,
+    pub tunnel_idle_timeout: Duration,
     pub shutdown_grace: Duration,
 }
 
@@ -66,6 +71,8 @@ pub struct State {
     pub own: Vec<SocketAddr>,
     pub limits: Limits,
     pub upstream: forward::Upstream,
+    /// Open tunnels per client address (`--max-tunnels-per-client`).
+    pub tunnels: Arc<limits::TunnelCounts>,
     /// The server's phase; connections and tunnels subscribe to it.
     pub phase: watch::Sender<Phase>,
 }
@@ -111,17 +118,18 @@ pub async fn serve(listener: TcpListener, state: Arc<State>, shutdown: impl Futu
                 };
                 let state = state.clone();
                 let done = done_tx.clone();
-                match permits.clone().try_acquire_owned() {
-                    Ok(permit) => {
-                        conns.spawn(async move {
+                let permits = permits.clone();
+                conns.spawn(async move {
+                    // Over the limit, a connection waits briefly for a slot, then gets 503.
+                    let wait = state.limits.connection_wait;
+                    match tokio::time::timeout(wait, permits.acquire_owned()).await {
+                        Ok(Ok(permit)) => {
                             serve_connection(stream, peer, state, done).await;
                             drop(permit);
-                        });
+                        }
+                        _ => refuse_over_limit(stream, peer, state).await,
                     }
-                    Err(_) => {
-                        conns.spawn(async move { refuse_over_limit(stream, peer, state).await });
-                    }
-                }
+                });
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }

@@ -13,9 +13,11 @@ use tokio::io::{copy_bidirectional, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::judge::{audit_allowed, audit_refusal, Approved, Failure};
+use super::idle::Activity;
+use super::judge::{audit_allowed, audit_refusal, Approved, Failure, Refusal};
 use super::{answer, inspect, Body, Client, Phase, State};
 use crate::net::dial::{dial, CheckedAddr, DialError};
+use crate::policy::Reason;
 
 /// Dial the approved destination, answer 200, then relay bytes both ways once the
 /// client's connection is handed over.
@@ -26,6 +28,16 @@ pub async fn open(
     client: Client,
     done: mpsc::Sender<()>,
 ) -> Response<Body> {
+    let Some(slot) = state.tunnels.try_open(client.addr.ip()) else {
+        let refusal = Refusal::new(
+            Reason::LimitExceeded,
+            approved.target.host.to_string(),
+            approved.target.port,
+        )
+        .with_detail("too many open tunnels from this client");
+        audit_refusal(&state, &client, &refusal, None);
+        return answer::refuse(&refusal, &client.request_id);
+    };
     let (upstream, dialed) = match dial(&approved.addrs, state.limits.connect_timeout).await {
         Ok(pair) => pair,
         Err(e) => {
@@ -47,7 +59,7 @@ pub async fn open(
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         relay(on_upgrade, upstream, dialed, approved, state, client).await;
-        drop(done);
+        drop((slot, done));
     });
     Response::new(answer::empty())
 }
@@ -72,7 +84,13 @@ async fn relay(
     };
     let mut downstream = TokioIo::new(upgraded);
     let (target, tunnels) = (&approved.target, &state.org.tunnels);
-    let wait = state.limits.header_timeout;
+    // The idle clock starts when the tunnel opens, so a tunnel where nobody speaks
+    // closes after the idle timeout, not after the first-bytes wait plus it.
+    let activity = Activity::new();
+    let wait = state
+        .limits
+        .header_timeout
+        .min(state.limits.tunnel_idle_timeout);
     let first = match inspect::admit(&mut downstream, &upstream, target, tunnels, wait).await {
         Ok(first) => first,
         Err(refusal) => {
@@ -83,11 +101,19 @@ async fn relay(
     if upstream.write_all(&first).await.is_err() {
         return;
     }
+    if !first.is_empty() {
+        activity.touch();
+    }
+    let (mut downstream, mut upstream) = (activity.watch(downstream), activity.watch(upstream));
     let (up, down) = tokio::select! {
         copied = copy_bidirectional(&mut downstream, &mut upstream) => copied.unwrap_or_else(|e| {
             tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
             (0, 0)
         }),
+        _ = activity.idle_for(state.limits.tunnel_idle_timeout) => {
+            tracing::debug!(request_id = %client.request_id, "idle tunnel closed");
+            (0, 0)
+        }
         _ = async { drop(phase.wait_for(|p| *p == Phase::Closing).await) } => (0, 0),
     };
     let bytes = (up + first.len() as u64, down);

@@ -11,5 +11,6 @@ mod denials;
 mod dns;
 mod forward;
 mod lifecycle;
+mod limits;
 mod report;
 mod support_selftest;

@@ -1,0 +1,87 @@
+//! Per-client limits: how many tunnels one client address may hold open at once.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+/// Open tunnels per client address, capped at `max`.
+pub struct TunnelCounts {
+    max: usize,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+impl TunnelCounts {
+    pub fn new(max: usize) -> Arc<TunnelCounts> {
+        Arc::new(TunnelCounts {
+            max,
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A slot for one more tunnel from `client`, or `None` when it already holds `max`.
+    /// The slot frees itself when dropped.
+    pub fn try_open(self: &Arc<Self>, client: IpAddr) -> Option<TunnelSlot> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let count = open.entry(client).or_insert(0);
+        if *count >= self.max {
+            return None;
+        }
+        *count += 1;
+        Some(TunnelSlot {
+            counts: self.clone(),
+            client,
+        })
+    }
+
+    /// How many tunnels `client` holds open.
+    pub fn open_for(&self, client: IpAddr) -> usize {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.get(&client).copied().unwrap_or(0)
+    }
+}
+
+/// One open tunnel, counted against its client until dropped.
+pub struct TunnelSlot {
+    counts: Arc<TunnelCounts>,
+    client: IpAddr,
+}
+
+impl Drop for TunnelSlot {
+    fn drop(&mut self) {
+        let mut open = self.counts.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = open.get_mut(&self.client) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.client);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_capped_per_client_and_freed_on_drop() {
+        let counts = TunnelCounts::new(2);
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let b: IpAddr = "127.0.0.2".parse().unwrap();
+        let first = counts.try_open(a).unwrap();
+        let _second = counts.try_open(a).unwrap();
+        assert!(
+            counts.try_open(a).is_none(),
+            "a third tunnel from one client is refused"
+        );
+        assert!(
+            counts.try_open(b).is_some(),
+            "another client is not affected"
+        );
+        drop(first);
+        assert_eq!(counts.open_for(a), 1);
+        assert!(
+            counts.try_open(a).is_some(),
+            "a freed slot can be used again"
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! Limits and timeouts (issue 5, part 3), each with a small configured limit so the
+//! tests stay fast and bounded: a slow client is cut off without hurting others, and
+//! every limit hit is refused with the header, the JSON body and one audit line.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::client::{connect_via_proxy, get_via_proxy, send_raw, Conn};
+use crate::support::expect::{assert_single_denial, Denial};
+use crate::support::org::{allowlist_json, Org};
+use crate::support::origin::Origin;
+use crate::support::proxy::{Proxy, ProxyBuilder};
+
+async fn proxy_with(origin: &Origin, args: &[&str]) -> Proxy {
+    let mut builder = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
+        .policy(allowlist_json(&["allowed.test"]))
+        .pin("allowed.test");
+    for arg in args {
+        builder = builder.arg(arg);
+    }
+    builder.start().await
+}
+
+/// Whether the proxy closes `stream` within `limit`.
+async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
+    let mut buf = [0u8; 256];
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[tokio::test]
+async fn slow_header_client_is_cut_off_and_others_are_served() {
+    let origin = Origin::start().await;
+    let proxy = proxy_with(&origin, &["--header-timeout", "1"]).await;
+    let mut slow = TcpStream::connect(proxy.addr).await.unwrap();
+    slow.write_all(b"GET http://allowed.test/ HTTP/1.1\r\nX-Slow: ")
+        .await
+        .unwrap();
+
+    let url = format!("http://allowed.test:{}/", origin.port());
+    let ok = get_via_proxy(proxy.addr, &url, &[]).await;
+    assert_eq!(
+        ok.status,
+        200,
+        "another client is served meanwhile\n{}",
+        proxy.diagnostics()
+    );
+
+    assert!(
+        closed_within(&mut slow, Duration::from_secs(4)).await,
+        "a client that never finishes its head is disconnected\n{}",
+        proxy.diagnostics()
+    );
+    assert_eq!(
+        origin.hits(),
+        1,
+        "only the complete request reached the origin"
+    );
+}
+
+#[tokio::test]
+async fn connection_over_the_limit_waits_then_gets_503() {
+    let origin = Origin::start().await;
+    let proxy = proxy_with(
+        &origin,
+        &[
+            "--max-connections",
+            "1",
+            "--connection-wait",
+            "0.2",
+            "--header-timeout",
+            "5",
+        ],
+    )
+    .await;
+    // The one slot is held by an idle client.
+    let _holder = TcpStream::connect(proxy.addr).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let url = format!("http://allowed.test:{}/", origin.port());
+    let resp = get_via_proxy(proxy.addr, &url, &[]).await;
+    assert_eq!(resp.header("retry-after"), Some("1"), "{resp:?}");
+    assert_single_denial(&resp, &Denial::new(503, "limit_exceeded"), &proxy).await;
+    assert_eq!(origin.connections(), 0);
+}
+
+#[tokio::test]
+async fn tunnels_per_client_are_capped_with_429() {
+    let origin = Origin::start().await;
+    let proxy = proxy_with(&origin, &["--max-tunnels-per-client", "1"]).await;
+    let target = format!("allowed.test:{}", origin.port());
+    let (first, conn) = connect_via_proxy(proxy.addr, &target, &[]).await;
+    assert_eq!(first.status, 200, "{first:?}\n{}", proxy.diagnostics());
+    let held = conn.into_stream();
+
+    let (second, _conn) = connect_via_proxy(proxy.addr, &target, &[]).await;
+    assert_eq!(second.header("retry-after"), Some("1"), "{second:?}");
+    let want = Denial::new(429, "limit_exceeded").at("allowed.test", origin.port());
+    assert_single_denial(&second, &want, &proxy).await;
+
+    // Closing the first tunnel frees the slot.
+    drop(held);
+    let mut reopened = false;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (third, _conn) = connect_via_proxy(proxy.addr, &target, &[]).await;
+        if third.status == 200 {
+            reopened = true;
+            break;
+        }
+    }
+    assert!(
+        reopened,
+        "a freed slot opens again\n{}",
+        proxy.diagnostics()
+    );
+}
+
+#[tokio::test]
+async fn idle_tunnel_is_closed_after_the_idle_timeout() {
+    let origin = Origin::start().await;
+    let proxy = proxy_with(&origin, &["--tunnel-idle-timeout", "1"]).await;
+    let target = format!("allowed.test:{}", origin.port());
+    let (resp, conn) = connect_via_proxy(proxy.addr, &target, &[]).await;
+    assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+    let mut tunnel = conn.into_stream();
+    assert!(
+        !closed_within(&mut tunnel, Duration::from_millis(300)).await,
+        "a fresh tunnel stays open"
+    );
+    assert!(
+        closed_within(&mut tunnel, Duration::from_secs(4)).await,
+        "an idle tunnel is closed\n{}",
+        proxy.diagnostics()
+    );
+}
+
+#[tokio::test]
+async fn oversized_request_head_is_431_with_the_denial_body() {
+    let origin = Origin::start().await;
+    let proxy = proxy_with(&origin, &["--max-header-bytes", "2048"]).await;
+    let big = "a".repeat(4096);
+    let req = format!(
+        "GET http://allowed.test:{}/ HTTP/1.1\r\nHost: allowed.test:{}\r\nX-Big: {big}\r\n\r\n",
+        origin.port(),
+        origin.port()
+    );
+    let resp = send_raw(proxy.addr, req.as_bytes()).await;
+    assert_single_denial(&resp, &Denial::new(431, "invalid_request"), &proxy).await;
+    assert_eq!(origin.connections(), 0);
+    let mut conn = Conn::open(proxy.addr).await;
+    conn.send(
+        format!(
+            "GET http://allowed.test:{}/ HTTP/1.1\r\nHost: allowed.test:{}\r\n\r\n",
+            origin.port(),
+            origin.port()
+        )
+        .as_bytes(),
+    )
+    .await;
+    assert_eq!(
+        conn.read_response().await.status,
+        200,
+        "a normal head still passes"
+    );
+}
