@@ -16,9 +16,11 @@
 //! - [`audit`]: the audit record and its writer.
 //! - [`serve`]: `serve` start-up: loading policies, binding, shutdown and flush.
 //! - [`cli`]: command-line argument types.
+//! - [`fuzzing`]: the entry points of the fuzz targets and of the corpus replay test.
 
 pub mod audit;
 pub mod cli;
+pub mod fuzzing;
 pub mod net;
 pub mod policy;
 pub mod proxy;

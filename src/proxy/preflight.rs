@@ -63,8 +63,8 @@ pub async fn first_head(stream: &TcpStream, max: usize, timeout: Duration) -> Pr
     }
 }
 
-/// Judge the bytes seen so far: `None` while the head is incomplete.
-fn check(bytes: &[u8]) -> Option<Preflight> {
+/// Judge the bytes seen so far: `None` while the head is incomplete. Pure (fuzzed).
+pub fn check(bytes: &[u8]) -> Option<Preflight> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(bytes) {

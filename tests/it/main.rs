@@ -10,6 +10,7 @@ mod connect;
 mod denials;
 mod dns;
 mod forward;
+mod fuzz_corpus;
 mod lifecycle;
 mod limits;
 mod report;

@@ -1,0 +1,6 @@
+#![no_main]
+//! Fuzz target: see `egress_proxy::fuzzing::host`.
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| egress_proxy::fuzzing::host(data));
