@@ -49,8 +49,11 @@ pub fn client_hello(data: &[u8]) {
     let _ = inspect::read_hello(data);
 }
 
+/// A fuzz entry point.
+pub type Target = fn(&[u8]);
+
 /// Every target, by the name of its corpus directory.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("org_policy", org_policy),
     ("request_policy", request_policy),
     ("host", host),
