@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use super::judge::{audit_allowed, Approved, Failure};
 use super::{answer, Body, Client, Phase, State};
 use crate::net::dial::{dial, DialError};
+use crate::session::{until_ended, TunnelOpen};
 
 /// Dial the approved destination, answer 200, then relay bytes both ways once the
 /// client's connection is handed over.
@@ -41,6 +42,9 @@ pub async fn open(
             return answer::fail(&failure, &client.request_id);
         }
     };
+    state
+        .metrics
+        .observe_first_byte(approved.decided_at.elapsed());
     let on_upgrade = hyper::upgrade::on(&mut req);
     let mut phase = state.phase.subscribe();
     tokio::spawn(async move {
@@ -52,6 +56,7 @@ pub async fn open(
             }
         };
         let mut downstream = TokioIo::new(upgraded);
+        let _open = TunnelOpen::new(&state, approved.session.as_ref());
         let bytes = tokio::select! {
             copied = copy_bidirectional(&mut downstream, &mut upstream) => match copied {
                 Ok(pair) => pair,
@@ -61,7 +66,11 @@ pub async fn open(
                 }
             },
             _ = async { drop(phase.wait_for(|p| *p == Phase::Closing).await) } => (0, 0),
+            // DELETE, expiry or a revoking reload ends the session and its tunnels.
+            _ = until_ended(approved.session.as_deref()) => (0, 0),
         };
+        state.metrics.bytes_up.inc_by(bytes.0);
+        state.metrics.bytes_down.inc_by(bytes.1);
         audit_allowed(&state, &client, &approved, dialed.addr(), None, bytes);
         drop(done);
     });

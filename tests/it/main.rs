@@ -6,10 +6,12 @@
 
 mod support;
 
+mod admin;
 mod connect;
 mod denials;
 mod dns;
 mod forward;
 mod lifecycle;
+mod reload;
 mod report;
 mod support_selftest;
