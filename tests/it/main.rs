@@ -7,6 +7,7 @@
 mod support;
 
 mod admin;
+mod admin_start;
 mod connect;
 mod denials;
 mod dns;
