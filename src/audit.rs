@@ -14,6 +14,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -102,7 +103,7 @@ pub fn now_rfc3339() -> String {
 }
 
 /// `t` as RFC 3339 UTC with milliseconds (times before 1970 are written as 1970).
-fn rfc3339(t: SystemTime) -> String {
+pub fn rfc3339(t: SystemTime) -> String {
     let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
@@ -188,6 +189,8 @@ enum Msg {
 #[derive(Clone, Debug)]
 pub struct AuditLog {
     tx: Option<mpsc::UnboundedSender<Msg>>,
+    /// Lines the writer has written so far (for the metrics).
+    written: Arc<AtomicU64>,
 }
 
 impl AuditLog {
@@ -210,12 +213,25 @@ impl AuditLog {
             }
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        Ok((AuditLog { tx: Some(tx) }, AuditWriter { rx, sink }))
+        let written = Arc::new(AtomicU64::new(0));
+        let log = AuditLog {
+            tx: Some(tx),
+            written: written.clone(),
+        };
+        Ok((log, AuditWriter { rx, sink, written }))
     }
 
     /// A log that discards every record (no audit log configured).
     pub fn disabled() -> AuditLog {
-        AuditLog { tx: None }
+        AuditLog {
+            tx: None,
+            written: Arc::default(),
+        }
+    }
+
+    /// How many lines the writer has written so far.
+    pub fn lines_written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
     }
 
     /// Queues `rec` for the writer. Never blocks, never drops while the writer runs; a
@@ -278,6 +294,7 @@ fn stdout_file() -> io::Result<tokio::fs::File> {
 pub struct AuditWriter {
     rx: mpsc::UnboundedReceiver<Msg>,
     sink: Sink,
+    written: Arc<AtomicU64>,
 }
 
 impl AuditWriter {
@@ -295,6 +312,7 @@ impl AuditWriter {
                 Msg::Record(rec) => {
                     self.write_line(&rec).await?;
                     lines += 1;
+                    self.written.fetch_add(1, Ordering::Relaxed);
                     batch += 1;
                 }
                 // Refuse new records; those already queued are still received below.

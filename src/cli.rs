@@ -87,4 +87,17 @@ pub struct ServeArgs {
     /// Seconds to let open connections finish after SIGTERM/SIGINT before closing them.
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     pub shutdown_grace: f64,
+
+    /// Serve the admin API (sessions, reload, metrics, health) on this address, IP:PORT.
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
+
+    /// The admin API's bearer token, read from this file (surrounding whitespace trimmed).
+    /// Required when --admin-listen is not a loopback address.
+    #[arg(long, value_name = "PATH")]
+    pub admin_token_file: Option<PathBuf>,
+
+    /// Refuse (407) every proxied request without valid session credentials.
+    #[arg(long)]
+    pub require_session: bool,
 }

@@ -14,14 +14,23 @@
 //!   `CONNECT` tunnels.
 //! - [`net`]: resolving (pins, a chosen DNS server) and dialing checked addresses only.
 //! - [`audit`]: the audit record and its writer.
-//! - [`serve`]: `serve` start-up: loading policies, binding, shutdown and flush.
+//! - [`admin`]: the control plane on its own listener: the session calls, reload
+//!   (`POST /v1/reload`, also SIGHUP), `/metrics`, `/healthz`; bearer-token auth.
+//! - [`session`]: the session store: credentials (`Proxy-Authorization: Basic`), idle
+//!   expiry, and the signal that closes a session's tunnels when it ends.
+//! - [`metrics`]: the Prometheus metrics, counted on the request path without locks.
+//! - [`serve`]: `serve` start-up: loading policies, binding (proxy and admin listeners),
+//!   SIGHUP, shutdown and flush.
 //! - [`cli`]: command-line argument types.
 //! - [`fuzzing`]: the entry points of the fuzz targets and of the corpus replay test.
 
+pub mod admin;
 pub mod audit;
 pub mod cli;
 pub mod fuzzing;
+pub mod metrics;
 pub mod net;
 pub mod policy;
 pub mod proxy;
 pub mod serve;
+pub mod session;

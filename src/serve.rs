@@ -3,17 +3,21 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+use crate::admin::{self, reload::Reloader, Admin};
 use crate::audit::AuditLog;
 use crate::cli::ServeArgs;
+use crate::metrics::Metrics;
 use crate::net::resolve::{parse_resolve_pin, Resolver};
 use crate::policy::{check_narrowing, HostName, OrgPolicy, RequestPolicy};
 use crate::proxy::{self, forward::Upstream, Limits, State};
+use crate::session::SessionStore;
 
 /// Why `serve` did not start. Each message names the file or flag at fault.
 #[derive(Debug, thiserror::Error)]
@@ -102,9 +106,55 @@ fn seconds(flag: &str, secs: f64) -> Result<Duration, StartError> {
         .ok_or_else(|| StartError::Flag(format!("{flag} must be a positive number of seconds")))
 }
 
+/// The admin API's bearer token: `None` only for a loopback `--admin-listen` without a
+/// token file. A non-loopback listener without one, or an empty token, refuses to start.
+fn admin_token(args: &ServeArgs) -> Result<Option<String>, StartError> {
+    let Some(addr) = args.admin_listen else {
+        if args.require_session {
+            return Err(StartError::Flag(
+                "--require-session needs --admin-listen: without the admin API there are no sessions".into(),
+            ));
+        }
+        if args.admin_token_file.is_some() {
+            return Err(StartError::Flag(
+                "--admin-token-file needs --admin-listen".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let Some(path) = &args.admin_token_file else {
+        if !addr.ip().is_loopback() {
+            return Err(StartError::Flag(format!(
+                "--admin-listen {addr} is not a loopback address: it needs --admin-token-file"
+            )));
+        }
+        tracing::warn!(%addr, "the admin API has no token: anyone on this host can use it");
+        return Ok(None);
+    };
+    let token = read(path)?.trim().to_string();
+    if token.is_empty() {
+        return Err(StartError::Flag(format!(
+            "--admin-token-file {}: the token is empty",
+            path.display()
+        )));
+    }
+    Ok(Some(token))
+}
+
+async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| StartError::Bind { addr, source })?;
+    Ok((listener, local))
+}
+
 /// Run the proxy until a shutdown signal; every audit record is written before it returns.
 pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let (org, policy) = load_policies(&args.org, args.policy.as_deref())?;
+    let token = admin_token(&args)?;
     let limits = Limits {
         connect_timeout: seconds("--connect-timeout", args.connect_timeout)?,
         header_timeout: seconds("--header-timeout", args.header_timeout)?,
@@ -122,16 +172,11 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         seconds("--dns-timeout", args.dns_timeout)?,
     )
     .map_err(|e| StartError::Resolver(e.to_string()))?;
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .map_err(|source| StartError::Bind {
-            addr: args.listen,
-            source,
-        })?;
-    let local = listener.local_addr().map_err(|source| StartError::Bind {
-        addr: args.listen,
-        source,
-    })?;
+    let (listener, local) = bind(args.listen).await?;
+    let admin_listener = match args.admin_listen {
+        Some(addr) => Some(bind(addr).await?),
+        None => None,
+    };
     let (audit, writer) =
         AuditLog::open(&args.audit_log)
             .await
@@ -143,19 +188,44 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let audit_closer = audit.clone();
 
     tracing::info!(org = %args.org.display(), mode = ?org.mode, "policy loaded");
-    eprintln!("egress-proxy: listening on {local}");
+    let proxy_policy = args.policy.is_some().then_some(policy);
+    let metrics = Arc::new(Metrics::new());
+    let mut own = vec![local];
+    own.extend(admin_listener.as_ref().map(|(_, addr)| *addr));
     let state = Arc::new(State {
-        org,
-        policy,
+        policies: RwLock::new(Arc::new(proxy::Policies::new(org, proxy_policy))),
+        sessions: Arc::new(SessionStore::new(metrics.clone())),
+        metrics,
+        sessions_enabled: args.admin_listen.is_some(),
+        require_session: args.require_session,
         resolver,
         audit,
         audit_allowed: args.audit_allowed,
-        own: vec![local],
+        own,
         upstream: Upstream::new(limits.connect_timeout),
         tunnels: proxy::limits::TunnelCounts::new(args.max_tunnels_per_client.max(1)),
         limits,
         phase: tokio::sync::watch::Sender::new(proxy::Phase::Serving),
     });
+    let reloader = Arc::new(Reloader::new(
+        args.org.clone(),
+        args.policy.clone(),
+        state.clone(),
+    ));
+    // Installed before the `listening` line, so a SIGHUP from then on reloads (the
+    // default action of SIGHUP would end the process).
+    tokio::spawn(reload_on_sighup(reloader.clone(), hangup_signal()?));
+    tokio::spawn(expire_sessions(state.clone()));
+    if let Some((admin_listener, admin_addr)) = admin_listener {
+        let admin = Arc::new(Admin {
+            state: state.clone(),
+            token,
+            reloader,
+        });
+        eprintln!("egress-proxy: admin API on {admin_addr}");
+        tokio::spawn(admin::serve(admin_listener, admin));
+    }
+    eprintln!("egress-proxy: listening on {local}");
     proxy::serve(listener, state, shutdown_signal()).await;
     // Connections and tunnels are gone; what they queued is written before the writer ends.
     audit_closer.close();
@@ -166,6 +236,30 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         Err(_) => tracing::error!("audit writer did not finish within 10 s"),
     }
     Ok(())
+}
+
+fn hangup_signal() -> Result<tokio::signal::unix::Signal, StartError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    signal(SignalKind::hangup())
+        .map_err(|e| StartError::Flag(format!("cannot install the SIGHUP handler: {e}")))
+}
+
+/// Each SIGHUP reloads the policies; a failure is logged and changes nothing.
+async fn reload_on_sighup(reloader: Arc<Reloader>, mut hup: tokio::signal::unix::Signal) {
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP: reloading the policies");
+        let _ = reloader.reload();
+    }
+}
+
+/// End idle sessions (their tunnels close) a few times a second.
+async fn expire_sessions(state: Arc<State>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        state.sessions.expire_idle();
+    }
 }
 
 async fn shutdown_signal() {

@@ -98,11 +98,16 @@ pub async fn forward(
             return answer::fail(&failure, &client.request_id);
         }
     };
+    state
+        .metrics
+        .observe_first_byte(approved.decided_at.elapsed());
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     let dialed = checked.addr();
     let on_done: Box<dyn FnOnce(u64) + Send + Sync> = Box::new(move |down| {
         let up = up_bytes.load(Ordering::Relaxed);
+        state.metrics.bytes_up.inc_by(up);
+        state.metrics.bytes_down.inc_by(down);
         audit_allowed(&state, &client, &approved, dialed, url, (up, down));
     });
     let body = Metered {

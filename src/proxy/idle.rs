@@ -52,6 +52,7 @@ impl Activity {
         Watched {
             inner,
             activity: self.clone(),
+            read: 0,
         }
     }
 }
@@ -62,10 +63,23 @@ impl Default for Activity {
     }
 }
 
-/// A stream whose traffic is noted in an [`Activity`].
+/// A stream whose traffic is noted in an [`Activity`], and which counts the bytes read
+/// from it (so a tunnel cut short still reports what it carried).
 pub struct Watched<S> {
     inner: S,
     activity: Activity,
+    read: u64,
+}
+
+impl<S> Watched<S> {
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Bytes read from this stream so far.
+    pub fn read_bytes(&self) -> u64 {
+        self.read
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
@@ -76,7 +90,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
+        let read = buf.filled().len() - before;
+        if read > 0 {
+            self.read += read as u64;
             self.activity.touch();
         }
         polled

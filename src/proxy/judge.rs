@@ -1,20 +1,25 @@
-//! The judgement of one request, in the SPEC's order: target, request-level policies,
-//! organization and request decisions, then (for allowed names only) resolving and the
+//! The judgement of one request, in the SPEC's order: target, credentials (a session),
+//! request-level policies, organization and request decisions, then (for allowed names only) resolving and the
 //! address check. Ends in addresses the proxy may dial, or in a refusal. Also writes the
 //! audit records, so every path that refuses goes through one place.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
 
 use hyper::{Method, Request, StatusCode};
 
 use crate::audit::{clip_url, now_rfc3339, Record};
+use crate::metrics::Outcome;
 use crate::net::dial::CheckedAddr;
 use crate::policy::{
     check_address, check_narrowing, decide, Decision, Effective, Host, Level, Reason,
     RequestPolicy, Target, Verdict,
 };
 
-use super::{request, Client, State};
+use crate::session::{AuthError, Session};
+
+use super::{request, Client, Policies, State};
 
 /// A request the proxy refuses: the reason (SPEC 6's closed set) and what decided it.
 #[derive(Debug, Clone)]
@@ -28,6 +33,8 @@ pub struct Refusal {
     pub resolved_ip: Option<IpAddr>,
     /// A sentence for the client and the proxy's log (never for secrets).
     pub detail: Option<String>,
+    /// The session the request ran under, for the audit record.
+    pub session: Option<String>,
 }
 
 impl Refusal {
@@ -45,6 +52,7 @@ impl Refusal {
             shared_hosting: false,
             resolved_ip: None,
             detail: None,
+            session: None,
         }
     }
 
@@ -68,7 +76,19 @@ impl Refusal {
             shared_hosting: d.shared_hosting,
             resolved_ip: None,
             detail: None,
+            session: None,
         }
+    }
+
+    /// Credentials missing, malformed or not accepted (SPEC 10 step 2).
+    pub fn auth_required(why: AuthError, target: &Target) -> Refusal {
+        Refusal::new(Reason::AuthRequired, target.host.to_string(), target.port)
+            .with_detail(why.message())
+    }
+
+    fn in_session(mut self, session: &Option<Arc<Session>>) -> Refusal {
+        self.session = session.as_ref().map(|s| s.id.clone());
+        self
     }
 
     pub fn status(&self) -> StatusCode {
@@ -102,45 +122,65 @@ pub struct Approved {
     pub target: Target,
     pub addrs: Vec<CheckedAddr>,
     pub decision: Decision,
+    /// The session the request runs under: its tunnels close when it ends.
+    pub session: Option<Arc<Session>>,
+    /// When the request was allowed, for the decision-to-first-byte latency.
+    pub decided_at: Instant,
 }
 
 /// Judge `req`: Ok with the approved addresses, or why it stops.
 pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Result<Approved, Stop> {
     let target = request::target(req)?;
-    let header = request::header_policy(req.headers(), &target)?;
-    let mut levels: Vec<&RequestPolicy> = vec![&state.policy];
+    let policies = state.policies();
+    let session = credentials(req, state, &target)?;
+    let tag = |r: Refusal| r.in_session(&session);
+    let header = request::header_policy(req.headers(), &target).map_err(tag)?;
+    let mut levels = base_levels(&policies, session.as_deref());
+    if let Some(widening) = &policies.widening {
+        let mut refusal =
+            Refusal::new(Reason::PolicyWidening, target.host.to_string(), target.port);
+        refusal.rule = Some(widening.to_string());
+        let detail =
+            format!("the proxy's --policy widens the reloaded organization policy: {widening}");
+        return Err(tag(refusal.with_detail(detail)).into());
+    }
     if let Some(narrower) = &header {
-        if let Err(widening) = check_narrowing(&state.org, &levels, narrower) {
+        if let Err(widening) = check_narrowing(&policies.org, &levels, narrower) {
             let mut refusal =
                 Refusal::new(Reason::PolicyWidening, target.host.to_string(), target.port);
             refusal.rule = Some(widening.to_string());
-            return Err(refusal
-                .with_detail(format!("X-Network-Policy widens the policy: {widening}"))
-                .into());
+            return Err(tag(
+                refusal.with_detail(format!("X-Network-Policy widens the policy: {widening}"))
+            )
+            .into());
         }
         levels.push(narrower);
     }
     let eff = Effective {
-        org: &state.org,
+        org: &policies.org,
         levels: &levels,
     };
     let decision = decide(&eff, &target);
     match decision.verdict {
-        Verdict::Deny => return Err(Refusal::from_decision(&decision, &target).into()),
+        Verdict::Deny => return Err(tag(Refusal::from_decision(&decision, &target)).into()),
         Verdict::WouldDeny => {
-            let would = Refusal::from_decision(&decision, &target);
+            let would = tag(Refusal::from_decision(&decision, &target));
             write(state, client, &would, "egress.would_deny", plain_url(req));
         }
         Verdict::Allow => {}
     }
     let ips = match &target.host {
         Host::Ip(ip) => vec![*ip],
-        Host::Name(name) => state.resolver.resolve(name.as_str()).await.map_err(|e| {
-            Stop::Failed(Failure {
-                status: StatusCode::BAD_GATEWAY,
-                message: format!("cannot resolve {name}: {e}"),
-            })
-        })?,
+        Host::Name(name) => {
+            state.metrics.dns_lookups.inc();
+            state.resolver.resolve(name.as_str()).await.map_err(|e| {
+                state.metrics.dns_failures.inc();
+                Stop::Failed(Failure {
+                    status: StatusCode::BAD_GATEWAY,
+                    message: format!("cannot resolve {name}: {e}"),
+                })
+            })?
+        }
     };
     let mut addrs = Vec::with_capacity(ips.len());
     let mut refused = None;
@@ -157,13 +197,54 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
         let mut refusal = Refusal::from_decision(&verdict, &target);
         refusal.shared_hosting = decision.shared_hosting;
         refusal.resolved_ip = Some(ip);
-        return Err(refusal.into());
+        return Err(tag(refusal).into());
     }
     Ok(Approved {
         target,
         addrs,
         decision,
+        session,
+        decided_at: Instant::now(),
     })
+}
+
+/// Step 2: the session named by `Proxy-Authorization`, if any. Wrong credentials are
+/// refused even when sessions are optional: a client that offers them expects them used.
+/// A proxy without the admin API has no sessions and leaves the header unjudged.
+fn credentials<B>(
+    req: &Request<B>,
+    state: &State,
+    target: &Target,
+) -> Result<Option<Arc<Session>>, Refusal> {
+    if !state.sessions_enabled {
+        return Ok(None);
+    }
+    match state.sessions.authenticate(req.headers()) {
+        Ok(None) if state.require_session => {
+            Err(Refusal::auth_required(AuthError::Missing, target))
+        }
+        Ok(found) => Ok(found),
+        Err(why) => Err(Refusal::auth_required(why, target)),
+    }
+}
+
+/// The request levels above the header (SPEC 10 "The levels"): `--policy` if given, then
+/// the session's policy; with neither, the organization's default.
+fn base_levels<'a>(policies: &'a Policies, session: Option<&'a Session>) -> Vec<&'a RequestPolicy> {
+    match session {
+        Some(s) => policies.proxy.iter().chain([&s.policy]).collect(),
+        None => vec![&policies.policy],
+    }
+}
+
+/// Count a judged request (plain HTTP) or connection (`CONNECT`, or refused before a
+/// method was read) in the metrics.
+pub fn count(state: &State, client: &Client, outcome: Outcome) {
+    if client.method.is_empty() || client.method == "CONNECT" {
+        state.metrics.connection(outcome);
+    } else {
+        state.metrics.request(outcome);
+    }
 }
 
 /// The URL of a plain-HTTP request, for the audit record; `None` for `CONNECT`.
@@ -173,6 +254,7 @@ pub fn plain_url<B>(req: &Request<B>) -> Option<String> {
 
 /// Write the audit record of a refusal.
 pub fn audit_refusal(state: &State, client: &Client, refusal: &Refusal, url: Option<String>) {
+    count(state, client, Outcome::Denied(refusal.reason));
     write(state, client, refusal, "egress.denied", url);
 }
 
@@ -188,7 +270,7 @@ fn write(
         ts: now_rfc3339(),
         event,
         request_id: client.request_id.clone(),
-        session: None,
+        session: refusal.session.clone(),
         client: client.addr.to_string(),
         method: client.method.clone(),
         host: refusal.host.clone(),
@@ -222,7 +304,7 @@ pub fn audit_allowed(
         ts: now_rfc3339(),
         event: "egress.allowed",
         request_id: client.request_id.clone(),
-        session: None,
+        session: approved.session.as_ref().map(|s| s.id.clone()),
         client: client.addr.to_string(),
         method: client.method.clone(),
         host: approved.target.host.to_string(),

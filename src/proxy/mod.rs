@@ -23,7 +23,7 @@ pub mod tunnel;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -38,8 +38,10 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::audit::AuditLog;
+use crate::metrics::{Metrics, Outcome};
 use crate::net::resolve::Resolver;
-use crate::policy::{OrgPolicy, Reason, RequestPolicy};
+use crate::policy::{OrgPolicy, Reason, RequestPolicy, Verdict, Widening};
+use crate::session::SessionStore;
 
 pub use judge::Refusal;
 
@@ -59,11 +61,45 @@ pub struct Limits {
     pub shutdown_grace: Duration,
 }
 
+/// The policies in force. A reload builds a new one and swaps it in whole, so a request
+/// sees either the old set or the new one, never a mix.
+#[derive(Debug)]
+pub struct Policies {
+    pub org: OrgPolicy,
+    /// `--policy`, when given: the level above every session.
+    pub proxy: Option<RequestPolicy>,
+    /// The request-level policy of a request without a session: `--policy`, or the
+    /// organization's default.
+    pub policy: RequestPolicy,
+    /// Set when a reload left `--policy` widening the new organization policy: every
+    /// request is refused with `policy_widening` until a reload fixes it (SPEC 10).
+    pub widening: Option<Widening>,
+}
+
+impl Policies {
+    /// The policies at start-up, where `--policy` is already known to narrow `org`.
+    pub fn new(org: OrgPolicy, proxy: Option<RequestPolicy>) -> Policies {
+        let policy = proxy.clone().unwrap_or_else(|| org.default_policy.clone());
+        Policies {
+            org,
+            proxy,
+            policy,
+            widening: None,
+        }
+    }
+}
+
 /// What every connection shares: the compiled policies, the resolver, the audit log.
 pub struct State {
-    pub org: OrgPolicy,
-    /// The proxy-level request policy: `--policy`, or the organization's default.
-    pub policy: RequestPolicy,
+    /// Read once per request ([`State::policies`]); replaced whole by a reload.
+    pub policies: RwLock<Arc<Policies>>,
+    pub sessions: Arc<SessionStore>,
+    pub metrics: Arc<Metrics>,
+    /// Sessions exist only with the admin API (`--admin-listen`). Without it,
+    /// `Proxy-Authorization` is not judged (and is still stripped before forwarding).
+    pub sessions_enabled: bool,
+    /// `--require-session`: every proxied request needs session credentials.
+    pub require_session: bool,
     pub resolver: Resolver,
     pub audit: AuditLog,
     pub audit_allowed: bool,
@@ -75,6 +111,21 @@ pub struct State {
     pub tunnels: Arc<limits::TunnelCounts>,
     /// The server's phase; connections and tunnels subscribe to it.
     pub phase: watch::Sender<Phase>,
+}
+
+impl State {
+    /// The policies in force now. The lock is held only to clone the `Arc`.
+    pub fn policies(&self) -> Arc<Policies> {
+        self.policies
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Put `new` in force for every request judged from now on.
+    pub fn swap_policies(&self, new: Policies) {
+        *self.policies.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
+    }
 }
 
 /// Who is asking: carried through a request for the audit record.
@@ -243,12 +294,18 @@ async fn handle(
                     judge::audit_refusal(&state, &client, refusal, judge::plain_url(&req))
                 }
                 judge::Stop::Failed(failure) => {
+                    judge::count(&state, &client, Outcome::Failed);
                     tracing::info!(request_id = %client.request_id, "{}", failure.message)
                 }
             }
             return answer::stop(&stop, &client.request_id);
         }
     };
+    let outcome = match (approved.decision.verdict, approved.decision.reason) {
+        (Verdict::WouldDeny, Some(reason)) => Outcome::WouldDeny(reason),
+        _ => Outcome::Allowed,
+    };
+    judge::count(&state, &client, outcome);
     if req.method() == hyper::Method::CONNECT {
         tunnel::open(req, approved, state, client, done).await
     } else {

@@ -18,6 +18,7 @@ use super::judge::{audit_allowed, audit_refusal, Approved, Failure, Refusal};
 use super::{answer, inspect, Body, Client, Phase, State};
 use crate::net::dial::{dial, CheckedAddr, DialError};
 use crate::policy::Reason;
+use crate::session::{until_ended, TunnelOpen};
 
 /// Dial the approved destination, answer 200, then relay bytes both ways once the
 /// client's connection is handed over.
@@ -56,6 +57,9 @@ pub async fn open(
             return answer::fail(&failure, &client.request_id);
         }
     };
+    state
+        .metrics
+        .observe_first_byte(approved.decided_at.elapsed());
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         relay(on_upgrade, upstream, dialed, approved, state, client).await;
@@ -65,10 +69,11 @@ pub async fn open(
 }
 
 /// The life of an open tunnel: judge its first bytes, then copy both ways until either
-/// side closes or the server's grace period ends; then write the allowed record.
+/// side closes, it idles out, its session ends or the server's grace period ends; then
+/// write the allowed record with the bytes it carried.
 async fn relay(
     on_upgrade: OnUpgrade,
-    mut upstream: TcpStream,
+    upstream: TcpStream,
     dialed: CheckedAddr,
     approved: Approved,
     state: Arc<State>,
@@ -82,40 +87,42 @@ async fn relay(
             return;
         }
     };
-    let mut downstream = TokioIo::new(upgraded);
-    let (target, tunnels) = (&approved.target, &state.org.tunnels);
+    let _open = TunnelOpen::new(&state, approved.session.as_ref());
     // The idle clock starts when the tunnel opens, so a tunnel where nobody speaks
     // closes after the idle timeout, not after the first-bytes wait plus it.
     let activity = Activity::new();
-    let wait = state
-        .limits
-        .header_timeout
-        .min(state.limits.tunnel_idle_timeout);
-    let first = match inspect::admit(&mut downstream, &upstream, target, tunnels, wait).await {
-        Ok(first) => first,
-        Err(refusal) => {
-            audit_refusal(&state, &client, &refusal, None);
-            return;
+    let mut downstream = activity.watch(TokioIo::new(upgraded));
+    let mut upstream = activity.watch(upstream);
+    let limits = &state.limits;
+    let work = async {
+        let policies = state.policies();
+        let (target, tunnels) = (&approved.target, &policies.org.tunnels);
+        let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
+        let first =
+            inspect::admit(&mut downstream, upstream.get_ref(), target, tunnels, wait).await?;
+        if upstream.write_all(&first).await.is_ok() {
+            if let Err(e) = copy_bidirectional(&mut downstream, &mut upstream).await {
+                tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
+            }
         }
+        Ok(())
     };
-    if upstream.write_all(&first).await.is_err() {
+    let outcome = tokio::select! {
+        outcome = work => outcome,
+        _ = activity.idle_for(limits.tunnel_idle_timeout) => {
+            tracing::debug!(request_id = %client.request_id, "idle tunnel closed");
+            Ok(())
+        }
+        _ = async { drop(phase.wait_for(|p| *p == Phase::Closing).await) } => Ok(()),
+        // DELETE, expiry or a revoking reload ends the session and its tunnels.
+        _ = until_ended(approved.session.as_deref()) => Ok(()),
+    };
+    if let Err(refusal) = outcome {
+        audit_refusal(&state, &client, &refusal, None);
         return;
     }
-    if !first.is_empty() {
-        activity.touch();
-    }
-    let (mut downstream, mut upstream) = (activity.watch(downstream), activity.watch(upstream));
-    let (up, down) = tokio::select! {
-        copied = copy_bidirectional(&mut downstream, &mut upstream) => copied.unwrap_or_else(|e| {
-            tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
-            (0, 0)
-        }),
-        _ = activity.idle_for(state.limits.tunnel_idle_timeout) => {
-            tracing::debug!(request_id = %client.request_id, "idle tunnel closed");
-            (0, 0)
-        }
-        _ = async { drop(phase.wait_for(|p| *p == Phase::Closing).await) } => (0, 0),
-    };
-    let bytes = (up + first.len() as u64, down);
-    audit_allowed(&state, &client, &approved, dialed.addr(), None, bytes);
+    let (up, down) = (downstream.read_bytes(), upstream.read_bytes());
+    state.metrics.bytes_up.inc_by(up);
+    state.metrics.bytes_down.inc_by(down);
+    audit_allowed(&state, &client, &approved, dialed.addr(), None, (up, down));
 }

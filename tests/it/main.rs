@@ -6,6 +6,8 @@
 
 mod support;
 
+mod admin;
+mod admin_start;
 mod connect;
 mod denials;
 mod dns;
@@ -13,5 +15,6 @@ mod forward;
 mod fuzz_corpus;
 mod lifecycle;
 mod limits;
+mod reload;
 mod report;
 mod support_selftest;

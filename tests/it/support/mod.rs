@@ -4,11 +4,13 @@
 //! - [`dns`]: a UDP DNS server answering A records for configured names.
 //! - [`org`]: a builder for organization policy TOML.
 //! - [`proxy`]: starts the `egress-proxy` binary and reads its audit log.
+//! - [`admin`]: a client for the admin API and Prometheus text helpers.
 //! - [`client`]: raw HTTP over TCP so tests control the exact bytes.
 
 // Each test module uses a different subset of the helpers.
 #![allow(dead_code)]
 
+pub mod admin;
 pub mod client;
 pub mod dns;
 pub mod expect;

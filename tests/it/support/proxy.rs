@@ -37,6 +37,8 @@ pub struct ProxyBuilder {
     dns: Option<SocketAddr>,
     audit_allowed: bool,
     args: Vec<String>,
+    /// `--admin-listen 127.0.0.1:0`, with `--admin-token-file` when the token is set.
+    admin: Option<Option<String>>,
 }
 
 impl ProxyBuilder {
@@ -49,7 +51,20 @@ impl ProxyBuilder {
             dns: None,
             audit_allowed: false,
             args: Vec::new(),
+            admin: None,
         }
+    }
+
+    /// The admin API on `127.0.0.1:0` with this bearer token (written to a file).
+    pub fn admin(mut self, token: &str) -> Self {
+        self.admin = Some(Some(token.to_string()));
+        self
+    }
+
+    /// The admin API on `127.0.0.1:0` without a token file (loopback only).
+    pub fn admin_without_token(mut self) -> Self {
+        self.admin = Some(None);
+        self
     }
 
     /// `--policy` with this request policy JSON.
@@ -117,6 +132,15 @@ impl ProxyBuilder {
         if self.audit_allowed {
             cmd.arg("--audit-allowed");
         }
+        if let Some(token) = &self.admin {
+            cmd.arg("--admin-listen").arg("127.0.0.1:0");
+            if let Some(token) = token {
+                let path = dir.join("admin-token");
+                // Surrounding whitespace, as an editor leaves it: the proxy trims it.
+                std::fs::write(&path, format!("  {token}\n")).expect("write token file");
+                cmd.arg("--admin-token-file").arg(path);
+            }
+        }
         cmd.args(&self.args);
         configure_env(&mut cmd);
         cmd.stdin(Stdio::null())
@@ -154,12 +178,25 @@ impl ProxyBuilder {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
+        let admin = self.admin.as_ref().map(|token| {
+            let text = stderr.lock().unwrap().clone();
+            let addr = text
+                .lines()
+                .find_map(|l| l.split("admin API on ").nth(1))
+                .and_then(|rest| rest.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no `admin API on` line before `listening on`\n{text}"));
+            super::admin::AdminClient {
+                addr,
+                token: token.clone(),
+            }
+        });
         Proxy {
             addr,
             audit_path,
             dir,
             child: Some(child),
             stderr,
+            admin,
         }
     }
 }
@@ -235,9 +272,34 @@ pub struct Proxy {
     pub dir: PathBuf,
     child: Option<Child>,
     stderr: Arc<Mutex<String>>,
+    /// The admin API, when started with one.
+    pub admin: Option<super::admin::AdminClient>,
 }
 
 impl Proxy {
+    /// The admin API client; panics when the proxy has none.
+    pub fn admin(&self) -> &super::admin::AdminClient {
+        self.admin
+            .as_ref()
+            .expect("test bug: the proxy has no admin API")
+    }
+
+    /// The organization file the proxy was started with (rewrite it, then reload).
+    pub fn org_path(&self) -> PathBuf {
+        self.dir.join("org.toml")
+    }
+
+    /// Send SIGHUP (reload the policies).
+    pub fn hup(&self) {
+        let pid = self.pid().to_string();
+        let sent = Command::new("kill")
+            .arg("-HUP")
+            .arg(&pid)
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -HUP {pid} failed");
+    }
+
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }

@@ -1,0 +1,209 @@
+//! The control plane (SPEC 8): an HTTP API on its own listener, never the proxy port.
+//!
+//! Every call but `GET /healthz` needs `Authorization: Bearer <token>`, compared in
+//! constant time; without it the answer is `401` and nothing else. Bodies are JSON.
+//!
+//! - [`sessions`]: `POST/GET /v1/sessions`, `GET/DELETE /v1/sessions/{id}`.
+//! - [`reload`]: reloading the policies (SIGHUP and `POST /v1/reload`).
+//!
+//! `GET /metrics` serves [`crate::metrics`] as Prometheus text.
+
+pub mod reload;
+pub mod sessions;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+use crate::proxy::{Body, Phase, State};
+use crate::session::constant_time_eq;
+use reload::Reloader;
+
+/// The largest request body the API reads.
+const MAX_BODY: usize = 256 * 1024;
+
+/// What the API serves from.
+pub struct Admin {
+    pub state: Arc<State>,
+    /// The bearer token; `None` only on a loopback listener started without a token file.
+    pub token: Option<String>,
+    pub reloader: Arc<Reloader>,
+}
+
+/// Serve the API on `listener` until the proxy starts shutting down.
+pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
+    let mut phase = admin.state.phase.subscribe();
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = async { drop(phase.wait_for(|p| *p != Phase::Serving).await) } => return,
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    tracing::warn!(error = %e, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let admin = admin.clone();
+                async move { Ok::<_, Infallible>(handle(req, &admin).await) }
+            });
+            let mut builder = http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10));
+            if let Err(e) = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(client = %peer, error = %e, "admin connection ended with an error");
+            }
+        });
+    }
+}
+
+async fn handle(req: Request<Incoming>, admin: &Admin) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    if path == "/healthz" {
+        return match *req.method() {
+            Method::GET | Method::HEAD => {
+                json_response(StatusCode::OK, json!({"status": "serving"}))
+            }
+            _ => method_not_allowed(),
+        };
+    }
+    if !authorized(&req, admin.token.as_deref()) {
+        let mut resp = error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "a valid bearer token is required",
+        );
+        resp.headers_mut()
+            .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        return resp;
+    }
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let method = req.method().clone();
+    match (method, segments.as_slice()) {
+        (Method::GET, ["metrics"]) => metrics(admin),
+        (_, ["metrics"]) => method_not_allowed(),
+        (Method::POST, ["v1", "reload"]) => match admin.reloader.reload() {
+            Ok(done) => json_response(StatusCode::OK, json!(done)),
+            Err(e) => error(StatusCode::UNPROCESSABLE_ENTITY, "reload_failed", &e),
+        },
+        (_, ["v1", "reload"]) => method_not_allowed(),
+        (Method::POST, ["v1", "sessions"]) => match read_json(req).await {
+            Ok(body) => sessions::create(admin, body),
+            Err(resp) => resp,
+        },
+        (Method::GET, ["v1", "sessions"]) => sessions::list(admin),
+        (_, ["v1", "sessions"]) => method_not_allowed(),
+        (Method::GET, ["v1", "sessions", id]) => sessions::get(admin, id),
+        (Method::DELETE, ["v1", "sessions", id]) => sessions::delete(admin, id),
+        (_, ["v1", "sessions", _]) => method_not_allowed(),
+        _ => error(StatusCode::NOT_FOUND, "not_found", "no such endpoint"),
+    }
+}
+
+/// `Authorization: Bearer <token>`, compared in constant time.
+fn authorized<B>(req: &Request<B>, token: Option<&str>) -> bool {
+    let Some(token) = token else {
+        return true;
+    };
+    let mut values = req.headers().get_all(AUTHORIZATION).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return false;
+    };
+    let Some(given) = value
+        .as_bytes()
+        .strip_prefix(b"Bearer ")
+        .or_else(|| value.as_bytes().strip_prefix(b"bearer "))
+    else {
+        return false;
+    };
+    constant_time_eq(given.trim_ascii(), token.as_bytes())
+}
+
+fn metrics(admin: &Admin) -> Response<Body> {
+    let text = admin
+        .state
+        .metrics
+        .encode(admin.state.audit.lines_written());
+    let mut resp = Response::new(full(text));
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}
+
+/// The request body as JSON, or the `400` to answer.
+async fn read_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
+    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY);
+    let bytes = match limited.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "invalid_body",
+                &format!("cannot read the body: {e}"),
+            ))
+        }
+    };
+    serde_json::from_slice(&bytes).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "invalid_body",
+            &format!("the body is not JSON: {e}"),
+        )
+    })
+}
+
+fn full(text: impl Into<Bytes>) -> Body {
+    Full::new(text.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+/// A JSON answer.
+pub fn json_response(status: StatusCode, body: Value) -> Response<Body> {
+    let mut resp = Response::new(full(format!("{body}\n")));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+/// `{"error": {"type": KIND, "message": MESSAGE}}` with `status`.
+pub fn error(status: StatusCode, kind: &str, message: &str) -> Response<Body> {
+    json_response(status, json!({"error": {"type": kind, "message": message}}))
+}
+
+fn method_not_allowed() -> Response<Body> {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not take that method",
+    )
+}
+
+/// An empty answer with `status` (the `204` of a DELETE).
+pub fn empty(status: StatusCode) -> Response<Body> {
+    let mut resp = Response::new(full(Bytes::new()));
+    *resp.status_mut() = status;
+    resp
+}

@@ -1,0 +1,114 @@
+//! The session calls of the admin API (SPEC 8 and "Control plane details" in SPEC 10).
+//!
+//! `POST /v1/sessions` checks the `network_policy` against the policies in force (the
+//! organization's and `--policy`'s) under the store's lock, so a reload cannot slip in
+//! between the check and the insert. Tokens appear only in the `201` that creates them.
+
+use std::time::Duration;
+
+use hyper::{Response, StatusCode};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{empty, error, json_response, Admin};
+use crate::policy::{check_narrowing, RequestPolicy};
+use crate::proxy::Body;
+use crate::session::{Ended, DEFAULT_IDLE_SECS, MAX_IDLE_SECS};
+
+/// The longest label kept.
+const MAX_LABEL: usize = 256;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    network_policy: Option<Value>,
+    idle_timeout_seconds: Option<Value>,
+    label: Option<String>,
+}
+
+/// `POST /v1/sessions`.
+pub fn create(admin: &Admin, body: Value) -> Response<Body> {
+    let bad = |message: String| error(StatusCode::BAD_REQUEST, "invalid_body", &message);
+    let body: CreateBody = match serde_json::from_value(body) {
+        Ok(b) => b,
+        Err(e) => return bad(format!("{e}")),
+    };
+    let Some(policy_json) = body.network_policy else {
+        return bad("network_policy is required".into());
+    };
+    let idle = match &body.idle_timeout_seconds {
+        None => DEFAULT_IDLE_SECS,
+        Some(v) => match v.as_u64().filter(|n| (1..=MAX_IDLE_SECS).contains(n)) {
+            Some(n) => n,
+            None => {
+                return bad(format!(
+                    "idle_timeout_seconds must be a whole number from 1 to {MAX_IDLE_SECS}"
+                ))
+            }
+        },
+    };
+    if body.label.as_ref().is_some_and(|l| l.len() > MAX_LABEL) {
+        return bad(format!("label is longer than {MAX_LABEL} bytes"));
+    }
+    let policy = match RequestPolicy::from_value(&policy_json, "network_policy") {
+        Ok(p) => p,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_policy", &e.to_string()),
+    };
+    let store = &admin.state.sessions;
+    let (session, token) = store.create(policy, policy_json, body.label, Duration::from_secs(idle));
+    let mut map = store.lock();
+    let policies = admin.state.policies();
+    let uppers: Vec<&RequestPolicy> = policies.proxy.iter().collect();
+    if let Err(w) = check_narrowing(&policies.org, &uppers, &session.policy) {
+        return json_response(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"error": {
+                "type": "policy_widening",
+                "message": format!("network_policy widens the policy in force: {w}"),
+                "offending": w.offending,
+            }}),
+        );
+    }
+    store.insert(&mut map, session.clone());
+    drop(map);
+    let view = store.view(&session);
+    tracing::info!(session = %session.id, label = ?session.label, "session created");
+    json_response(
+        StatusCode::CREATED,
+        json!({
+            "id": view.id,
+            "token": token,
+            "expires_at": view.expires_at,
+            "idle_timeout_seconds": view.idle_timeout_seconds,
+            "label": view.label,
+        }),
+    )
+}
+
+/// `GET /v1/sessions`: every live session, without tokens.
+pub fn list(admin: &Admin) -> Response<Body> {
+    let store = &admin.state.sessions;
+    let views: Vec<_> = store.list().iter().map(|s| store.view(s)).collect();
+    json_response(StatusCode::OK, json!({ "sessions": views }))
+}
+
+/// `GET /v1/sessions/{id}`, without the token.
+pub fn get(admin: &Admin, id: &str) -> Response<Body> {
+    let store = &admin.state.sessions;
+    match store.get(id) {
+        Some(s) => json_response(StatusCode::OK, json!(store.view(&s))),
+        None => not_found(),
+    }
+}
+
+/// `DELETE /v1/sessions/{id}`: ends it now; its open tunnels close.
+pub fn delete(admin: &Admin, id: &str) -> Response<Body> {
+    match admin.state.sessions.end(id, Ended::Deleted) {
+        Some(_) => empty(StatusCode::NO_CONTENT),
+        None => not_found(),
+    }
+}
+
+fn not_found() -> Response<Body> {
+    error(StatusCode::NOT_FOUND, "not_found", "no such session")
+}

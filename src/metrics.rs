@@ -1,0 +1,277 @@
+//! The proxy's metrics, served as Prometheus text by the admin API (`GET /metrics`).
+//!
+//! Kept cheap on the request path: every labelled series a request can touch is created
+//! once at start-up, so counting is an array index and an atomic add, with no lock, no
+//! hashing and no allocation.
+//!
+//! "Requests" are plain HTTP requests; "connections" are `CONNECT` tunnels and the
+//! refusals made before a request method is known (an unparseable head, the connection
+//! limit). Both are labelled by `decision` (`allowed`, `denied`, `would_deny`, `failed`)
+//! and `reason` (SPEC 6's set; `none` when allowed, `upstream` when failed).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use prometheus_client::encoding::prometheus_text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::policy::Reason;
+
+type Labels = [(&'static str, &'static str); 2];
+
+/// The counters of one family of decisions (requests, or connections).
+struct Decisions {
+    allowed: Counter,
+    failed: Counter,
+    denied: Vec<Counter>,
+    would_deny: Vec<Counter>,
+}
+
+impl Decisions {
+    fn new(family: &Family<Labels, Counter>) -> Decisions {
+        let get = |decision, reason| {
+            family
+                .get_or_create(&[("decision", decision), ("reason", reason)])
+                .clone()
+        };
+        let each = |decision| {
+            Reason::ALL
+                .iter()
+                .map(|r| get(decision, r.as_str()))
+                .collect()
+        };
+        Decisions {
+            allowed: get("allowed", "none"),
+            failed: get("failed", "upstream"),
+            denied: each("denied"),
+            would_deny: each("would_deny"),
+        }
+    }
+}
+
+/// What a judged request or connection came to, for counting.
+#[derive(Clone, Copy, Debug)]
+pub enum Outcome {
+    Allowed,
+    Failed,
+    Denied(Reason),
+    WouldDeny(Reason),
+}
+
+/// Every metric of the proxy. Shared through the server's `State`.
+pub struct Metrics {
+    registry: Registry,
+    requests: Decisions,
+    connections: Decisions,
+    pub tunnels_active: Gauge,
+    pub bytes_up: Counter,
+    pub bytes_down: Counter,
+    pub dns_lookups: Counter,
+    pub dns_failures: Counter,
+    pub sessions_active: Gauge,
+    pub sessions_created: Counter,
+    pub sessions_expired: Counter,
+    pub sessions_revoked: Counter,
+    pub sessions_deleted: Counter,
+    pub reloads_ok: Counter,
+    pub reloads_failed: Counter,
+    audit_lines: Counter,
+    /// Serialises bringing `audit_lines` up to date before an encode.
+    audit_sync: Mutex<()>,
+    pub first_byte: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let requests = Family::<Labels, Counter>::default();
+        let connections = Family::<Labels, Counter>::default();
+        let m = Metrics {
+            requests: Decisions::new(&requests),
+            connections: Decisions::new(&connections),
+            tunnels_active: Gauge::default(),
+            bytes_up: Counter::default(),
+            bytes_down: Counter::default(),
+            dns_lookups: Counter::default(),
+            dns_failures: Counter::default(),
+            sessions_active: Gauge::default(),
+            sessions_created: Counter::default(),
+            sessions_expired: Counter::default(),
+            sessions_revoked: Counter::default(),
+            sessions_deleted: Counter::default(),
+            reloads_ok: Counter::default(),
+            reloads_failed: Counter::default(),
+            audit_lines: Counter::default(),
+            audit_sync: Mutex::new(()),
+            // 1 ms to about 33 s.
+            first_byte: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "egress_requests",
+            "Plain HTTP requests by decision and reason",
+            requests,
+        );
+        r.register(
+            "egress_connections",
+            "CONNECT tunnels and connection-level refusals by decision and reason",
+            connections,
+        );
+        r.register(
+            "egress_tunnels_active",
+            "CONNECT tunnels open now",
+            m.tunnels_active.clone(),
+        );
+        r.register(
+            "egress_bytes_up",
+            "Bytes sent upstream on allowed requests and tunnels",
+            m.bytes_up.clone(),
+        );
+        r.register(
+            "egress_bytes_down",
+            "Bytes received from upstream on allowed requests and tunnels",
+            m.bytes_down.clone(),
+        );
+        r.register(
+            "egress_dns_lookups",
+            "Lookups of allowed names",
+            m.dns_lookups.clone(),
+        );
+        r.register(
+            "egress_dns_failures",
+            "Lookups that gave no address",
+            m.dns_failures.clone(),
+        );
+        r.register(
+            "egress_sessions_active",
+            "Sessions alive now",
+            m.sessions_active.clone(),
+        );
+        r.register(
+            "egress_sessions_created",
+            "Sessions created",
+            m.sessions_created.clone(),
+        );
+        r.register(
+            "egress_sessions_expired",
+            "Sessions ended by their idle timeout",
+            m.sessions_expired.clone(),
+        );
+        r.register(
+            "egress_sessions_revoked",
+            "Sessions ended by a reload that no longer covers them",
+            m.sessions_revoked.clone(),
+        );
+        r.register(
+            "egress_sessions_deleted",
+            "Sessions ended by DELETE",
+            m.sessions_deleted.clone(),
+        );
+        r.register(
+            "egress_reloads_ok",
+            "Policy reloads that took effect",
+            m.reloads_ok.clone(),
+        );
+        r.register(
+            "egress_reloads_failed",
+            "Policy reloads that failed and left the running policy in place",
+            m.reloads_failed.clone(),
+        );
+        r.register(
+            "egress_audit_lines",
+            "Audit records written to the audit log",
+            m.audit_lines.clone(),
+        );
+        r.register(
+            "egress_upstream_first_byte_seconds",
+            "From an allow decision to the first byte from upstream (plain HTTP) or the tunnel's upstream connection",
+            m.first_byte.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Count one plain HTTP request.
+    pub fn request(&self, outcome: Outcome) {
+        Self::count(&self.requests, outcome);
+    }
+
+    /// Count one `CONNECT` or connection-level refusal.
+    pub fn connection(&self, outcome: Outcome) {
+        Self::count(&self.connections, outcome);
+    }
+
+    fn count(d: &Decisions, outcome: Outcome) {
+        match outcome {
+            Outcome::Allowed => d.allowed.inc(),
+            Outcome::Failed => d.failed.inc(),
+            Outcome::Denied(r) => d.denied[r as usize].inc(),
+            Outcome::WouldDeny(r) => d.would_deny[r as usize].inc(),
+        };
+    }
+
+    pub fn observe_first_byte(&self, elapsed: Duration) {
+        self.first_byte.observe(elapsed.as_secs_f64());
+    }
+
+    /// The Prometheus text exposition (format 0.0.4). `audit_lines` is the audit
+    /// writer's running total.
+    pub fn encode(&self, audit_lines: u64) -> String {
+        {
+            let _one = self.audit_sync.lock().unwrap_or_else(|p| p.into_inner());
+            let seen = self.audit_lines.get();
+            if audit_lines > seen {
+                self.audit_lines.inc_by(audit_lines - seen);
+            }
+        }
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_index_their_own_counters() {
+        for (i, r) in Reason::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i, "{r}");
+        }
+    }
+
+    #[test]
+    fn encode_shows_labelled_counts() {
+        let m = Metrics::new();
+        m.request(Outcome::Denied(Reason::NotInOrgAllowlist));
+        m.connection(Outcome::Allowed);
+        m.observe_first_byte(Duration::from_millis(3));
+        let text = m.encode(7);
+        assert!(
+            text.contains(
+                "egress_requests_total{decision=\"denied\",reason=\"not_in_org_allowlist\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("egress_connections_total{decision=\"allowed\",reason=\"none\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("egress_audit_lines_total 7"), "{text}");
+        assert!(
+            text.contains("egress_upstream_first_byte_seconds_count 1"),
+            "{text}"
+        );
+    }
+}

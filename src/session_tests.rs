@@ -1,0 +1,89 @@
+//! Unit tests of the session store: credentials, ending, idle expiry.
+
+use super::*;
+use hyper::header::HeaderValue;
+
+fn store() -> Arc<SessionStore> {
+    Arc::new(SessionStore::new(Arc::new(Metrics::new())))
+}
+
+fn basic(id: &str, token: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    let enc = base64::engine::general_purpose::STANDARD.encode(format!("{id}:{token}"));
+    h.insert(
+        PROXY_AUTHORIZATION,
+        HeaderValue::from_str(&format!("Basic {enc}")).unwrap(),
+    );
+    h
+}
+
+fn add(store: &SessionStore, idle: Duration) -> (Arc<Session>, String) {
+    let (s, token) = store.create(RequestPolicy::Disabled, serde_json::json!({}), None, idle);
+    store.insert(&mut store.lock(), s.clone());
+    (s, token)
+}
+
+#[test]
+fn constant_time_eq_cases() {
+    assert!(constant_time_eq(b"abc", b"abc"));
+    assert!(!constant_time_eq(b"abc", b"abd"));
+    assert!(!constant_time_eq(b"abc", b"abcd"));
+    assert!(constant_time_eq(b"", b""));
+}
+
+#[test]
+fn tokens_are_256_bits_of_hex_and_differ() {
+    let s = store();
+    let (a, ta) = add(&s, Duration::from_secs(5));
+    let (b, tb) = add(&s, Duration::from_secs(5));
+    assert_eq!(ta.len(), 64);
+    assert!(ta.bytes().all(|c| c.is_ascii_hexdigit()));
+    assert_ne!(ta, tb);
+    assert_ne!(a.id, b.id);
+}
+
+#[test]
+fn authenticate_accepts_only_the_right_token() {
+    let s = store();
+    let (sess, token) = add(&s, Duration::from_secs(5));
+    assert!(matches!(s.authenticate(&HeaderMap::new()), Ok(None)));
+    let ok = s.authenticate(&basic(&sess.id, &token)).unwrap().unwrap();
+    assert_eq!(ok.id, sess.id);
+    assert_eq!(
+        s.authenticate(&basic(&sess.id, "wrong")).unwrap_err(),
+        AuthError::Unknown
+    );
+    assert_eq!(
+        s.authenticate(&basic("nope", &token)).unwrap_err(),
+        AuthError::Unknown
+    );
+    let mut bearer = HeaderMap::new();
+    bearer.insert(PROXY_AUTHORIZATION, HeaderValue::from_static("Bearer x"));
+    assert_eq!(s.authenticate(&bearer).unwrap_err(), AuthError::Malformed);
+}
+
+#[test]
+fn deleted_session_is_unknown_and_signals_its_tunnels() {
+    let s = store();
+    let (sess, token) = add(&s, Duration::from_secs(5));
+    assert!(!sess.is_ended());
+    s.end(&sess.id, Ended::Deleted).unwrap();
+    assert!(sess.is_ended());
+    assert_eq!(
+        s.authenticate(&basic(&sess.id, &token)).unwrap_err(),
+        AuthError::Unknown
+    );
+}
+
+#[test]
+fn idle_session_expires_unless_a_tunnel_is_open() {
+    let s = store();
+    let (sess, _) = add(&s, Duration::from_millis(0));
+    let guard = s.tunnel_opened(&sess);
+    s.expire_idle();
+    assert!(s.get(&sess.id).is_some(), "an open tunnel is traffic");
+    drop(guard);
+    s.expire_idle();
+    assert!(s.get(&sess.id).is_none());
+    assert!(sess.is_ended());
+}
