@@ -6,6 +6,11 @@
 
 mod support;
 
+mod bypass;
+mod bypass_loop;
+mod bypass_request;
+mod bypass_route;
+mod bypass_tls;
 mod connect;
 mod denials;
 mod dns;
