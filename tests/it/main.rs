@@ -8,6 +8,11 @@ mod support;
 
 mod admin;
 mod admin_start;
+mod bypass;
+mod bypass_loop;
+mod bypass_request;
+mod bypass_route;
+mod bypass_tls;
 mod connect;
 mod denials;
 mod dns;

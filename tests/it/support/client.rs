@@ -55,9 +55,34 @@ impl Conn {
         within("write request", self.reader.inner.write_all(bytes)).await;
     }
 
+    /// Write `bytes` where the proxy may already have closed (after a refusal): an
+    /// error is no failure, it only means nothing more could be sent.
+    pub async fn send_lossy(&mut self, bytes: &[u8]) -> bool {
+        matches!(
+            tokio::time::timeout(IO_TIMEOUT, self.reader.inner.write_all(bytes)).await,
+            Ok(Ok(()))
+        )
+    }
+
     /// Read one full response (body framed by length, chunks, or end of stream).
     pub async fn read_response(&mut self) -> Response {
         read_response(&mut self.reader, false).await
+    }
+
+    /// The next response, or `None` when the proxy closes (or stays silent for
+    /// `IO_TIMEOUT`) instead: for bytes the proxy may rightly drop.
+    pub async fn next_response(&mut self) -> Option<Response> {
+        match tokio::time::timeout(IO_TIMEOUT, self.reader.read_head()).await {
+            Ok(Ok(Some(head))) => Some(finish_response(&mut self.reader, head, false).await),
+            _ => None,
+        }
+    }
+
+    /// A connection over an already open stream (a tunnel), to speak HTTP through it.
+    pub fn from_stream(stream: TcpStream) -> Conn {
+        Conn {
+            reader: Reader::new(stream),
+        }
     }
 
     /// Read a response head, and its body only when it is not a 2xx to a CONNECT.
@@ -93,6 +118,15 @@ async fn read_response<R: AsyncRead + Unpin>(reader: &mut Reader<R>, connect: bo
     let head = within("read response head", reader.read_head())
         .await
         .unwrap_or_else(|| panic!("connection closed before a response"));
+    finish_response(reader, head, connect).await
+}
+
+/// The rest of a response whose head was read.
+async fn finish_response<R: AsyncRead + Unpin>(
+    reader: &mut Reader<R>,
+    head: super::http::Head,
+    connect: bool,
+) -> Response {
     let status_line = head.start_line.clone();
     let status: u16 = status_line
         .split(' ')

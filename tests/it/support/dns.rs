@@ -10,16 +10,46 @@ use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::{RData, Record, RecordType};
 use tokio::net::UdpSocket;
 
+/// What a name answers to its A queries: the n-th query gets `answers[n]` (the last
+/// set once they run out), so a test can model a rebinding server.
+struct Answers {
+    answers: Vec<Vec<Ipv4Addr>>,
+    asked: usize,
+}
+
+impl Answers {
+    fn next(&mut self) -> Vec<Ipv4Addr> {
+        let i = self.asked.min(self.answers.len() - 1);
+        self.asked += 1;
+        self.answers[i].clone()
+    }
+}
+
 /// Builder: which names resolve to which address.
 #[derive(Default)]
 pub struct DnsBuilder {
-    records: HashMap<String, Ipv4Addr>,
+    records: HashMap<String, Answers>,
 }
 
 impl DnsBuilder {
     /// Answer `name` with an A record for `ip`.
-    pub fn record(mut self, name: &str, ip: Ipv4Addr) -> Self {
-        self.records.insert(normalise(name), ip);
+    pub fn record(self, name: &str, ip: Ipv4Addr) -> Self {
+        self.answers(name, &[&[ip]])
+    }
+
+    /// Answer the n-th A query for `name` with the records of `answers[n]` (in that
+    /// order), and every later query with the last set.
+    pub fn answers(mut self, name: &str, answers: &[&[Ipv4Addr]]) -> Self {
+        assert!(!answers.is_empty(), "test bug: no answers for {name}");
+        for ip in answers.iter().flat_map(|a| a.iter()) {
+            assert!(
+                ip.is_loopback(),
+                "test bug: DNS answers must stay on loopback"
+            );
+        }
+        let answers = answers.iter().map(|a| a.to_vec()).collect();
+        self.records
+            .insert(normalise(name), Answers { answers, asked: 0 });
         self
     }
 
@@ -27,11 +57,11 @@ impl DnsBuilder {
         let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind dns");
         let addr = socket.local_addr().expect("dns addr");
         let queries = Arc::new(Mutex::new(Vec::new()));
-        let (records, q) = (self.records, queries.clone());
+        let (mut records, q) = (self.records, queries.clone());
         tokio::spawn(async move {
             let mut buf = vec![0u8; 4096];
             while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
-                if let Some(answer) = answer(&buf[..n], &records, &q) {
+                if let Some(answer) = answer(&buf[..n], &mut records, &q) {
                     let _ = socket.send_to(&answer, peer).await;
                 }
             }
@@ -83,7 +113,7 @@ fn normalise(name: &str) -> String {
 /// Build the answer to one query datagram; `None` when it does not parse.
 fn answer(
     datagram: &[u8],
-    records: &HashMap<String, Ipv4Addr>,
+    records: &mut HashMap<String, Answers>,
     log: &Mutex<Vec<(String, RecordType)>>,
 ) -> Option<Vec<u8>> {
     let request = Message::from_vec(datagram).ok()?;
@@ -100,13 +130,15 @@ fn answer(
         let name = normalise(&query.name().to_ascii());
         log.lock().unwrap().push((name.clone(), query.query_type()));
         response.add_query(query.clone());
-        match records.get(&name) {
-            Some(ip) if query.query_type() == RecordType::A => {
-                response.add_answer(Record::from_rdata(
-                    query.name().clone(),
-                    60,
-                    RData::A(A(*ip)),
-                ));
+        match records.get_mut(&name) {
+            Some(answers) if query.query_type() == RecordType::A => {
+                for ip in answers.next() {
+                    response.add_answer(Record::from_rdata(
+                        query.name().clone(),
+                        60,
+                        RData::A(A(ip)),
+                    ));
+                }
             }
             // A known name without a record of this type: NOERROR, no answer.
             Some(_) => {}

@@ -93,3 +93,45 @@ pub async fn assert_single_denial(resp: &Response, want: &Denial<'_>, proxy: &Pr
     assert_denied_record(&record, want, &id, proxy);
     record
 }
+
+/// Assert a refusal whose reason is one of `reasons` (for inputs where SPEC 10 lets the
+/// proxy call a target either unparseable or an invalid host). Returns the body's
+/// `request_id` and the reason seen.
+pub fn assert_refused_as_one_of(
+    resp: &Response,
+    status: u16,
+    reasons: &[&str],
+    proxy: &Proxy,
+) -> (String, String) {
+    let reason = resp
+        .header("x-egress-denied")
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        reasons.contains(&reason.as_str()),
+        "X-Egress-Denied {reason:?}, expected one of {reasons:?}: {resp:?}\n{}",
+        proxy.diagnostics()
+    );
+    let id = assert_denied_response(resp, &Denial::new(status, &reason), proxy);
+    (id, reason)
+}
+
+/// Assert the audit log holds exactly one `egress.denied` record per refusal in
+/// `refusals` (`(request_id, reason)`), and nothing else: one attempt, one line.
+pub async fn assert_denials_logged(proxy: &Proxy, refusals: &[(String, String)]) {
+    let records = proxy.expect_audit_count(refusals.len()).await;
+    for (id, reason) in refusals {
+        let found = records
+            .iter()
+            .find(|r| r["request_id"] == id.as_str())
+            .unwrap_or_else(|| {
+                panic!(
+                    "no audit record for request {id} ({reason})\n{}",
+                    proxy.diagnostics()
+                )
+            });
+        let ctx = || format!("record: {found}\n{}", proxy.diagnostics());
+        assert_eq!(found["event"], "egress.denied", "event\n{}", ctx());
+        assert_eq!(found["reason"], reason.as_str(), "reason\n{}", ctx());
+    }
+}

@@ -12,6 +12,7 @@ pub struct Org {
     default_policy: Option<String>,
     shared_hosting_action: Option<String>,
     extra: Vec<String>,
+    tunnels: Option<(Option<bool>, Option<bool>)>,
 }
 
 impl Org {
@@ -71,6 +72,13 @@ impl Org {
         self
     }
 
+    /// `[tunnels] require_tls = ..., require_sni = ...`; `None` leaves a key out (its
+    /// default then applies: required on port 443 only).
+    pub fn tunnels(mut self, require_tls: Option<bool>, require_sni: Option<bool>) -> Org {
+        self.tunnels = Some((require_tls, require_sni));
+        self
+    }
+
     /// A raw top-level line, for tests of bad files.
     pub fn raw_line(mut self, line: &str) -> Org {
         self.extra.push(line.to_string());
@@ -98,6 +106,15 @@ impl Org {
         }
         if let Some(action) = &self.shared_hosting_action {
             out += &format!("\n[shared_hosting]\naction = {}\n", quote(action));
+        }
+        if let Some((tls, sni)) = self.tunnels {
+            out += "\n[tunnels]\n";
+            if let Some(tls) = tls {
+                out += &format!("require_tls = {tls}\n");
+            }
+            if let Some(sni) = sni {
+                out += &format!("require_sni = {sni}\n");
+            }
         }
         out
     }

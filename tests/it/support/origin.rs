@@ -45,6 +45,10 @@ struct State {
     requests: Mutex<Vec<RecordedRequest>>,
     /// TCP connections accepted (before any TLS handshake).
     connections: AtomicUsize,
+    /// Bytes read from clients, counted below TLS (HTTPS origin only).
+    bytes_received: AtomicUsize,
+    /// TLS handshakes completed (HTTPS origin only).
+    handshakes: AtomicUsize,
 }
 
 /// A plain HTTP origin.
@@ -62,7 +66,19 @@ impl Origin {
 
     /// Start an origin whose answers say `origin:<name>`.
     pub async fn start_named(name: &str) -> Origin {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind origin");
+        Origin::start_at(name, "127.0.0.1:0".parse().expect("addr"))
+            .await
+            .expect("bind origin")
+    }
+
+    /// Start an origin named `name` on `addr` (a loopback address, port 0 for any);
+    /// `Err` when the address is taken, so a caller can try another port.
+    pub async fn start_at(name: &str, addr: SocketAddr) -> std::io::Result<Origin> {
+        assert!(
+            addr.ip().is_loopback(),
+            "test bug: origins listen on loopback only"
+        );
+        let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr().expect("origin addr");
         let state = Arc::new(State::default());
         let (st, nm) = (state.clone(), name.to_string());
@@ -72,11 +88,11 @@ impl Origin {
                 tokio::spawn(serve(stream, nm.clone(), st.clone()));
             }
         });
-        Origin {
+        Ok(Origin {
             addr,
             name: name.to_string(),
             state,
-        }
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -141,9 +157,14 @@ impl HttpsOrigin {
                 st.connections.fetch_add(1, Ordering::SeqCst);
                 let (acceptor, st) = (acceptor.clone(), st.clone());
                 tokio::spawn(async move {
+                    let stream = Counted {
+                        inner: stream,
+                        state: st.clone(),
+                    };
                     if let Ok(Ok(tls)) =
                         tokio::time::timeout(IO_TIMEOUT, acceptor.accept(stream)).await
                     {
+                        st.handshakes.fetch_add(1, Ordering::SeqCst);
                         serve(tls, "secure".to_string(), st).await;
                     }
                 });
@@ -180,6 +201,61 @@ impl HttpsOrigin {
     /// TCP connections accepted, counted before the TLS handshake.
     pub fn connections(&self) -> usize {
         self.state.connections.load(Ordering::SeqCst)
+    }
+
+    /// Bytes received from all clients, below TLS: 0 means no byte of any
+    /// ClientHello ever arrived.
+    pub fn bytes_received(&self) -> usize {
+        self.state.bytes_received.load(Ordering::SeqCst)
+    }
+
+    /// TLS handshakes completed.
+    pub fn handshakes(&self) -> usize {
+        self.state.handshakes.load(Ordering::SeqCst)
+    }
+}
+
+/// A TCP stream that counts the bytes read from it into the origin's state.
+struct Counted {
+    inner: tokio::net::TcpStream,
+    state: Arc<State>,
+}
+
+impl AsyncRead for Counted {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let read = buf.filled().len() - before;
+        self.state.bytes_received.fetch_add(read, Ordering::SeqCst);
+        polled
+    }
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

@@ -36,6 +36,7 @@ pub struct ProxyBuilder {
     pins: Vec<(String, String)>,
     dns: Option<SocketAddr>,
     audit_allowed: bool,
+    listen: Option<SocketAddr>,
     args: Vec<String>,
     /// `--admin-listen 127.0.0.1:0`, with `--admin-token-file` when the token is set.
     admin: Option<Option<String>>,
@@ -50,6 +51,7 @@ impl ProxyBuilder {
             pins: Vec::new(),
             dns: None,
             audit_allowed: false,
+            listen: None,
             args: Vec::new(),
             admin: None,
         }
@@ -95,6 +97,14 @@ impl ProxyBuilder {
         self
     }
 
+    /// `--listen ADDR` instead of `127.0.0.1:0`, for tests that must write the proxy's
+    /// own port into its org file (see [`free_port`]). Loopback addresses only.
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        assert!(addr.ip().is_loopback(), "test bug: listen on loopback only");
+        self.listen = Some(addr);
+        self
+    }
+
     pub fn arg(mut self, arg: &str) -> Self {
         self.args.push(arg.to_string());
         self
@@ -115,7 +125,10 @@ impl ProxyBuilder {
             .arg("--org")
             .arg(&org_path)
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(
+                self.listen
+                    .map_or_else(|| "127.0.0.1:0".to_string(), |a| a.to_string()),
+            )
             .arg("--audit-log")
             .arg(&audit_path);
         if let Some(policy) = &self.policy {
@@ -199,6 +212,13 @@ impl ProxyBuilder {
             admin,
         }
     }
+}
+
+/// A loopback port that was free a moment ago (bound, then released), for a proxy
+/// whose org file must name its own port before it starts.
+pub fn free_port(ip: std::net::IpAddr) -> SocketAddr {
+    let listener = std::net::TcpListener::bind((ip, 0)).expect("bind a free port");
+    listener.local_addr().expect("free port addr")
 }
 
 /// Quiet, uncoloured logs; `EGRESS_IT_RUST_LOG` passes a filter through.
