@@ -295,6 +295,16 @@ fn decide_ip(eff: &Effective, ip: IpAddr, port: u16) -> Decision {
 pub fn check_address(eff: &Effective, ip: IpAddr, own: &[SocketAddr], port: u16) -> Decision {
     let ip = ip.to_canonical();
     let class = refused_class(ip);
+    // 0.0.0.0/8 and `::` name "this host": the kernel delivers a connection to them to a
+    // local listener, the proxy's own included, so no CIDR can open them.
+    let this_host = match ip {
+        IpAddr::V4(v4) => v4.octets()[0] == 0,
+        IpAddr::V6(v6) => v6.is_unspecified(),
+    };
+    if this_host {
+        let rule = Some("unspecified address (this host)".to_string());
+        return Decision::deny(Reason::PrivateAddress, Level::Address, rule);
+    }
     let own_listener = own.iter().any(|sa| {
         sa.port() == port
             && (sa.ip().to_canonical() == ip

@@ -283,7 +283,7 @@ fn address_level() {
         ("own_listener",                 &[],            "127.0.0.1",       3128, Deny,  Some("own listener")),
         ("own_listener_mapped",          &[],            "::ffff:127.0.0.1", 3128, Deny, Some("own listener")),
         ("wildcard_listener_local",      &[],            "10.20.3.4",       9000, Deny,  Some("own listener")),
-        ("wildcard_listener_unspec",     &[],            "0.0.0.0",         9000, Deny,  Some("own listener")),
+        ("unspecified_is_this_host",     &[],            "0.0.0.0",         9000, Deny,  Some("unspecified address (this host)")),
         ("other_port_not_own",           &[],            "127.0.0.1",       3129, Deny,  None),
     ];
     for (rule, levels, ip, port, verdict, by) in cases {
@@ -348,5 +348,28 @@ fn reasons_spell_and_map_to_status() {
     assert_eq!(
         serde_json::to_value(Verdict::WouldDeny).unwrap(),
         "would_deny"
+    );
+}
+
+#[test]
+fn unspecified_address_is_refused_whatever_the_cidrs() {
+    let org = OrgPolicy::from_toml(
+        "version = 1\nallowed_cidrs = [\"0.0.0.0/0\", \"::/0\"]\n",
+        "org.toml",
+    )
+    .unwrap();
+    let eff = Effective {
+        org: &org,
+        levels: &[],
+    };
+    for ip in ["0.0.0.0", "0.1.2.3", "::", "::ffff:0.0.0.0"] {
+        let d = check_address(&eff, ip.parse().unwrap(), &[], 80);
+        assert_eq!(d.reason, Some(Reason::PrivateAddress), "{ip}");
+    }
+    let d = check_address(&eff, "10.1.2.3".parse().unwrap(), &[], 80);
+    assert_eq!(
+        d.verdict,
+        Verdict::Allow,
+        "an ordinary private address opened by a CIDR passes"
     );
 }
