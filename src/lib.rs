@@ -15,11 +15,17 @@
 //! - [`net`]: resolving (pins, a chosen DNS server) and dialing checked addresses only.
 //! - [`audit`]: the audit record and its writer.
 //! - [`serve`]: `serve` start-up: loading policies, binding, shutdown and flush.
+//! - [`check`]: `check`: deciding targets offline with the proxy's decision code.
+//! - [`lint`]: `lint`: rules over policy files -> findings -> text, JSON or SARIF.
+//! - [`summary`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML.
 //! - [`cli`]: command-line argument types.
 
 pub mod audit;
+pub mod check;
 pub mod cli;
+pub mod lint;
 pub mod net;
 pub mod policy;
 pub mod proxy;
 pub mod serve;
+pub mod summary;
