@@ -286,6 +286,13 @@ impl<'a> Sink<'a> {
         message: String,
         fix: Option<String>,
     ) {
+        // One finding, one line: multi-line parser messages are joined.
+        let message = message
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
         self.findings.push(Finding {
             rule,
             severity,

@@ -44,7 +44,11 @@ fn sub_labels(host: &str) -> Vec<&str> {
 /// What is suspicious about a denied request's host and URL: `(kind, detail)`.
 pub fn suspicions(host: &str, url: Option<&str>, truncated: bool) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
-    for label in sub_labels(host) {
+    let is_ip = host
+        .trim_matches(['[', ']'])
+        .parse::<std::net::IpAddr>()
+        .is_ok();
+    for label in sub_labels(host).into_iter().filter(|_| !is_ip) {
         if label.len() > LONG_LABEL {
             out.push(("long_label", format!("a {}-character label", label.len())));
         } else if label.len() >= ENTROPY_MIN_LEN && entropy(label) >= HIGH_ENTROPY {

@@ -6,10 +6,13 @@
 
 mod support;
 
+mod check;
 mod connect;
 mod denials;
 mod dns;
 mod forward;
 mod lifecycle;
+mod lint;
 mod report;
+mod summary;
 mod support_selftest;
