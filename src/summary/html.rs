@@ -26,8 +26,8 @@ const CSS: &str = "body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-ser
 h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #dde;padding-bottom:.2em}
 .meta{color:#667}.cards{display:flex;gap:1em;flex-wrap:wrap;margin:1em 0}
 .card{border:1px solid #dde;border-radius:8px;padding:.6em 1em;min-width:9em}.card b{display:block;font-size:1.6em}
-table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3em .6em;border-bottom:1px solid #eef;vertical-align:top}
-th{background:#f5f6fa}td.n{text-align:right;font-variant-numeric:tabular-nums}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3em .6em;border-bottom:1px solid #eef;vertical-align:top}td{overflow-wrap:anywhere}
+th{background:#f5f6fa;white-space:nowrap}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .warn{color:#a40}.sus{background:#fff4f0}svg text{font:11px system-ui,sans-serif;fill:#445}
 .legend span{display:inline-block;width:.8em;height:.8em;margin:0 .3em 0 1em;vertical-align:middle}";
 
