@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// An egress allowlist proxy: lets through only what the organization allowlist and the
 /// narrower request `network_policy` allow, and writes every denied attempt to an audit log.
@@ -18,6 +18,14 @@ pub struct Cli {
 pub enum Command {
     /// Run the forwarding HTTP/CONNECT proxy.
     Serve(ServeArgs),
+    /// Decide targets offline with the proxy's decision code (exit 0 all allowed, 1 any
+    /// denied, 2 error).
+    Check(CheckArgs),
+    /// Lint organization (TOML) and request (JSON) policy files (exit 0 clean, 1
+    /// findings at error level, 2 usage or I/O error).
+    Lint(LintArgs),
+    /// Audit log tools.
+    Audit(AuditArgs),
 }
 
 #[derive(Debug, Args)]
@@ -100,4 +108,102 @@ pub struct ServeArgs {
     /// Refuse (407) every proxied request without valid session credentials.
     #[arg(long)]
     pub require_session: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The organization policy (TOML).
+    #[arg(long, value_name = "FILE", default_value = "policies/org.toml")]
+    pub org: PathBuf,
+
+    /// The proxy-level request policy (JSON); without it, the organization's
+    /// `default_network_policy` applies, as in `serve`.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+    pub format: CheckFormat,
+
+    /// Print each step of the judgement (deny list, allowlist, ports, request policy,
+    /// shared hosting, address).
+    #[arg(long)]
+    pub explain: bool,
+
+    /// Check the name's address too, as if it resolved to IP (repeatable): HOST=IP.
+    /// Without it nothing is resolved.
+    #[arg(long, value_name = "HOST=IP")]
+    pub resolve: Vec<String>,
+
+    /// URLs (`https://host/path`) or `host[:port]` (port 443 when omitted).
+    #[arg(required = true, value_name = "TARGET")]
+    pub targets: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CheckFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// The organization policy to check request policies against (it is linted too).
+    /// Without it, the one organization file among PATHs is used, if there is one.
+    #[arg(long, value_name = "FILE")]
+    pub org: Option<PathBuf>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = LintFormat::Text)]
+    pub format: LintFormat,
+
+    /// Exit 1 on warnings too.
+    #[arg(long)]
+    pub deny_warnings: bool,
+
+    /// Policy files, or directories walked for `.toml` (organization) and `.json`
+    /// (request) files.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LintFormat {
+    Text,
+    Json,
+    Sarif,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    #[command(subcommand)]
+    pub command: AuditCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Summarise audit logs (JSON Lines, plain or gzip) for a security review.
+    Summarize(SummarizeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SummarizeArgs {
+    /// Output format; `html` is one self-contained page with charts.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    pub format: SummaryFormat,
+
+    /// Only records at or after this time (RFC 3339, e.g. 2026-11-29T10:00:00Z).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+
+    /// Audit log files (gzip is recognised by its magic bytes).
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SummaryFormat {
+    Text,
+    Json,
+    Html,
 }

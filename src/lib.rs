@@ -21,16 +21,22 @@
 //! - [`metrics`]: the Prometheus metrics, counted on the request path without locks.
 //! - [`serve`]: `serve` start-up: loading policies, binding (proxy and admin listeners),
 //!   SIGHUP, shutdown and flush.
+//! - [`check`]: `check`: deciding targets offline with the proxy's decision code.
+//! - [`lint`]: `lint`: rules over policy files -> findings -> text, JSON or SARIF.
+//! - [`summary`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML.
 //! - [`cli`]: command-line argument types.
 //! - [`fuzzing`]: the entry points of the fuzz targets and of the corpus replay test.
 
 pub mod admin;
 pub mod audit;
+pub mod check;
 pub mod cli;
 pub mod fuzzing;
+pub mod lint;
 pub mod metrics;
 pub mod net;
 pub mod policy;
 pub mod proxy;
 pub mod serve;
 pub mod session;
+pub mod summary;

@@ -1,13 +1,24 @@
 //! The `egress-proxy` binary: parse the command line, start logging, dispatch, and map
 //! the outcome to an exit code (0 ok, 1 denied or findings, 2 error).
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use egress_proxy::cli::{Cli, Command};
+use egress_proxy::cli::{
+    AuditCommand, CheckArgs, Cli, Command, LintArgs, LintFormat, SummarizeArgs, SummaryFormat,
+};
+use egress_proxy::lint::{self, Severity};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // Help and version are not errors; every usage error is exit 2.
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -17,24 +28,97 @@ fn main() -> ExitCode {
         )
         .init();
     match cli.command {
-        Command::Serve(args) => {
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("egress-proxy: error: cannot start the runtime: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            match runtime.block_on(egress_proxy::serve::run(args)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("egress-proxy: error: {e}");
-                    ExitCode::from(2)
-                }
-            }
+        Command::Serve(args) => serve(args),
+        Command::Check(args) => check(&args),
+        Command::Lint(args) => lint(&args),
+        Command::Audit(args) => match args.command {
+            AuditCommand::Summarize(args) => summarize(&args),
+        },
+    }
+}
+
+fn serve(args: egress_proxy::cli::ServeArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(format!("cannot start the runtime: {e}")),
+    };
+    match runtime.block_on(egress_proxy::serve::run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("egress-proxy: error: {e}");
+    ExitCode::from(2)
+}
+
+/// Write to standard output; a closed pipe is not worth a panic.
+fn emit(s: &str) -> Result<(), ExitCode> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(s.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| fail(format!("cannot write the output: {e}")))
+}
+
+fn check(args: &CheckArgs) -> ExitCode {
+    let (results, output) = match egress_proxy::check::run(args) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if let Err(code) = emit(&output) {
+        return code;
+    }
+    if results.iter().all(|r| r.allowed()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn lint(args: &LintArgs) -> ExitCode {
+    let report = match lint::run(&args.paths, args.org.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let output = match args.format {
+        LintFormat::Text => lint::format::text(&report),
+        LintFormat::Json => lint::format::json(&report),
+        LintFormat::Sarif => lint::sarif::sarif(&report),
+    };
+    if let Err(code) = emit(&output) {
+        return code;
+    }
+    if args.format == LintFormat::Text {
+        for note in &report.notes {
+            eprintln!("note: {note}");
         }
+        eprintln!("{}", lint::format::summary(&report));
+    }
+    let errors = report.count(Severity::Error);
+    let warnings = report.count(Severity::Warning);
+    if errors > 0 || (args.deny_warnings && warnings > 0) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn summarize(args: &SummarizeArgs) -> ExitCode {
+    let summary = match egress_proxy::summary::summarize(&args.files, args.since.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let output = match args.format {
+        SummaryFormat::Text => egress_proxy::summary::text::render(&summary),
+        SummaryFormat::Json => serde_json::to_string_pretty(&summary).expect("serialisable") + "\n",
+        SummaryFormat::Html => egress_proxy::summary::html::render(&summary),
+    };
+    match emit(&output) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(code) => code,
     }
 }

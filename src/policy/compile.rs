@@ -192,7 +192,8 @@ fn compile_cidrs(list: Option<Vec<Spanned<String>>>, p: &mut Problems) -> Vec<Ip
     nets
 }
 
-fn parse_cidr(s: &str) -> Result<IpNet, String> {
+/// A CIDR as `allowed_cidrs` takes it (host bits dropped); also used by `lint`.
+pub fn parse_cidr(s: &str) -> Result<IpNet, String> {
     if !s.contains('/') {
         return Err("write a CIDR such as 10.20.0.0/16 (one address is 10.20.0.1/32)".into());
     }

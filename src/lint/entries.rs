@@ -1,0 +1,254 @@
+//! The rules over one list of entries, shared by organization and request files:
+//! patterns, normal form, scripts, shared hosting, duplicates and redundancy, CIDRs.
+
+use std::collections::HashMap;
+
+use ipnet::IpNet;
+
+use super::{script, Severity, Sink};
+use crate::policy::compile::parse_cidr;
+use crate::policy::cover::entry_covered;
+use crate::policy::shared_hosting::{classify, pattern_is_shared_hosting};
+use crate::policy::{DomainEntry, DomainPattern, DomainSet, EntryError, SharedHostingAction};
+
+/// One string of a list, with the byte offset of its opening quote.
+#[derive(Clone, Debug)]
+pub(crate) struct Item {
+    pub text: String,
+    pub offset: usize,
+}
+
+/// What a domain list is, for the rules that depend on it.
+pub(crate) struct ListCtx<'a> {
+    /// The key, for messages: `allowed_domains`.
+    pub name: &'a str,
+    /// The organization's `allowed_ports` (the ports of a port-less entry).
+    pub ports: &'a [u16],
+    /// `Some` for lists of allowed destinations: flag shared hosting.
+    pub shared: Option<(&'a DomainSet, SharedHostingAction)>,
+}
+
+/// Parse every entry, report what is wrong with each and with the list as a whole, and
+/// return the entries that parse (with their offsets).
+pub(crate) fn domains(sink: &mut Sink, items: &[Item], ctx: &ListCtx) -> Vec<(DomainEntry, usize)> {
+    let mut valid = Vec::new();
+    for item in items {
+        match DomainEntry::parse(&item.text) {
+            Ok(entry) => {
+                entry_rules(sink, &entry, item.offset, ctx);
+                valid.push((entry, item.offset));
+            }
+            Err(e @ EntryError::PublicSuffixWildcard(_)) => {
+                let msg = format!("{}: `{}`: {e}", ctx.name, item.text);
+                sink.at("wildcard-public-suffix", item.offset, msg, None);
+            }
+            Err(e) => {
+                let msg = format!("{}: `{}`: {e}", ctx.name, item.text);
+                sink.at("invalid-pattern", item.offset, msg, None);
+            }
+        }
+    }
+    duplicates_and_redundancy(sink, &valid, ctx);
+    valid
+}
+
+/// `*.example.com:443`, in the form the proxy compares.
+pub(crate) fn normal_form(e: &DomainEntry) -> String {
+    let name = match &e.pattern {
+        DomainPattern::Exact(n) => n.to_string(),
+        DomainPattern::Subtree(n) => format!("*.{n}"),
+    };
+    match e.port {
+        Some(p) => format!("{name}:{p}"),
+        None => name,
+    }
+}
+
+fn entry_rules(sink: &mut Sink, e: &DomainEntry, offset: usize, ctx: &ListCtx) {
+    let normal = normal_form(e);
+    if normal != e.text {
+        let msg = format!(
+            "{}: `{}` is not in normal form (lower case, no trailing dot, IDNA `xn--` form); write `{normal}`",
+            ctx.name, e.text
+        );
+        sink.at("not-normalized", offset, msg, Some(normal));
+    }
+    if let Some(scripts) = script::mixed(e.pattern.base().as_str()) {
+        let msg = format!(
+            "{}: `{}` mixes scripts in one label ({scripts}): a homograph risk; check it is the name you mean",
+            ctx.name, e.text
+        );
+        sink.at("mixed-script", offset, msg, None);
+    }
+    if let Some((extra, action)) = ctx.shared {
+        if pattern_is_shared_hosting(&e.pattern, extra) {
+            shared_hosting(sink, e, offset, ctx.name, extra, action);
+        }
+    }
+}
+
+fn shared_hosting(
+    sink: &mut Sink,
+    e: &DomainEntry,
+    offset: usize,
+    list: &str,
+    extra: &DomainSet,
+    action: SharedHostingAction,
+) {
+    let why = classify(e.pattern.base(), extra).unwrap_or_else(|| "extra_domains".into());
+    let (severity, what) = match action {
+        SharedHostingAction::Deny => (
+            Severity::Error,
+            "the organization sets [shared_hosting] action = \"deny\", so this entry never allows anything: remove it",
+        ),
+        SharedHostingAction::Flag => (
+            Severity::Warning,
+            "anyone can run a server there that logs what it receives; allow only the specific names you trust",
+        ),
+    };
+    let msg = format!(
+        "{list}: `{}` is shared hosting (under `{why}`): {what}",
+        e.text
+    );
+    sink.with("shared-hosting", severity, offset, msg, None);
+}
+
+/// `duplicate-entry` for a repeated (pattern, port); `redundant-entry` for an entry
+/// another entry of the list covers (of two entries covering each other, the later).
+fn duplicates_and_redundancy(sink: &mut Sink, valid: &[(DomainEntry, usize)], ctx: &ListCtx) {
+    let mut first: HashMap<(&DomainPattern, Option<u16>), usize> = HashMap::new();
+    for (i, (e, _)) in valid.iter().enumerate() {
+        first.entry((&e.pattern, e.port)).or_insert(i);
+    }
+    let set = DomainSet::from_entries(valid.iter().map(|(e, _)| e.clone()).collect());
+    for (i, (r, offset)) in valid.iter().enumerate() {
+        let j = first[&(&r.pattern, r.port)];
+        if j != i {
+            let msg = format!(
+                "{}: `{}` repeats `{}` (entry {}): remove it",
+                ctx.name,
+                r.text,
+                valid[j].0.text,
+                j + 1
+            );
+            sink.at("duplicate-entry", *offset, msg, Some(String::new()));
+            continue;
+        }
+        let candidates: Vec<&DomainEntry> = match &r.pattern {
+            DomainPattern::Exact(n) => set.matching(n).collect(),
+            DomainPattern::Subtree(b) => set.subtrees_at_or_above(b).collect(),
+        };
+        let cover = candidates.into_iter().find(|o| {
+            let k = first[&(&o.pattern, o.port)];
+            k != i && entry_covered(r, o, ctx.ports) && (k < i || !entry_covered(o, r, ctx.ports))
+        });
+        if let Some(o) = cover {
+            let msg = format!(
+                "{}: `{}` is already covered by `{}`: remove it",
+                ctx.name, r.text, o.text
+            );
+            sink.at("redundant-entry", *offset, msg, Some(String::new()));
+        }
+    }
+}
+
+/// `allow-deny-conflict`: allowed entries wholly inside a denied entry (a denied entry
+/// without a port denies every port).
+pub(crate) fn conflicts(
+    sink: &mut Sink,
+    allowed: &[(DomainEntry, usize)],
+    list: &str,
+    denied: &DomainSet,
+    ports: &[u16],
+) {
+    for (r, offset) in allowed {
+        let mut ports = ports.to_vec();
+        ports.extend(r.port);
+        let candidates: Vec<&DomainEntry> = match &r.pattern {
+            DomainPattern::Exact(n) => denied.matching(n).collect(),
+            DomainPattern::Subtree(b) => denied.subtrees_at_or_above(b).collect(),
+        };
+        if let Some(d) = candidates.into_iter().find(|d| entry_covered(r, d, &ports)) {
+            let msg = format!(
+                "{list}: `{}` is wholly inside the denied entry `{}` (denied wins), so it never allows anything: remove one of them",
+                r.text, d.text
+            );
+            sink.at("allow-deny-conflict", *offset, msg, None);
+        }
+    }
+}
+
+/// Parse an `allowed_cidrs` list: invalid entries, normal form, duplicates, redundancy,
+/// private space. Returns the networks that parse.
+pub(crate) fn cidrs(sink: &mut Sink, items: &[Item], list: &str) -> Vec<(IpNet, usize)> {
+    let mut valid: Vec<(IpNet, usize)> = Vec::new();
+    for item in items {
+        let net = match parse_cidr(&item.text) {
+            Ok(net) => net,
+            Err(why) => {
+                let msg = format!("{list}: `{}`: {why}", item.text);
+                sink.at("invalid-pattern", item.offset, msg, None);
+                continue;
+            }
+        };
+        if net.to_string() != item.text {
+            let msg = format!(
+                "{list}: `{}` is the network `{net}`; write that (host bits are ignored)",
+                item.text
+            );
+            sink.at("not-normalized", item.offset, msg, Some(net.to_string()));
+        }
+        if let Some(class) = private_overlap(&net) {
+            let msg = format!(
+                "{list}: `{net}` opens {class} address space to sandboxed code; make sure that is intended and as narrow as it can be"
+            );
+            sink.at("private-cidr", item.offset, msg, None);
+        }
+        if let Some((other, _)) = valid.iter().find(|(o, _)| *o == net) {
+            let msg = format!("{list}: `{}` repeats `{other}`: remove it", item.text);
+            sink.at("duplicate-entry", item.offset, msg, Some(String::new()));
+        } else if let Some((other, _)) = valid.iter().find(|(o, _)| o.contains(&net)) {
+            let msg = format!(
+                "{list}: `{}` is already covered by `{other}`: remove it",
+                item.text
+            );
+            sink.at("redundant-entry", item.offset, msg, Some(String::new()));
+        }
+        valid.push((net, item.offset));
+    }
+    // An earlier entry covered by a later, wider one.
+    for (i, (net, offset)) in valid.iter().enumerate() {
+        let wider = valid[i + 1..]
+            .iter()
+            .find(|(o, _)| o != net && o.contains(net));
+        if let Some((other, _)) = wider {
+            let msg = format!("{list}: `{net}` is already covered by `{other}`: remove it");
+            sink.at("redundant-entry", *offset, msg, Some(String::new()));
+        }
+    }
+    valid
+}
+
+/// Special-purpose space a network overlaps, named for the message.
+fn private_overlap(net: &IpNet) -> Option<&'static str> {
+    const SPACES: &[(&str, &str)] = &[
+        ("169.254.169.254/32", "cloud metadata"),
+        ("fd00:ec2::254/128", "cloud metadata"),
+        ("127.0.0.0/8", "loopback"),
+        ("::1/128", "loopback"),
+        ("10.0.0.0/8", "private"),
+        ("172.16.0.0/12", "private"),
+        ("192.168.0.0/16", "private"),
+        ("fc00::/7", "private (ULA)"),
+        ("169.254.0.0/16", "link-local"),
+        ("fe80::/10", "link-local"),
+        ("100.64.0.0/10", "CGNAT"),
+        ("0.0.0.0/8", "unspecified"),
+        ("::/128", "unspecified"),
+        ("::ffff:0:0/96", "IPv4-mapped"),
+    ];
+    SPACES.iter().find_map(|(space, name)| {
+        let space: IpNet = space.parse().expect("constant CIDR");
+        (space.contains(net) || net.contains(&space)).then_some(*name)
+    })
+}
