@@ -88,6 +88,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_tunnels_per_client: usize,
 
+    /// Maximum tunnels one session may hold open; beyond it, 429 `limit_exceeded`.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_tunnels_per_session: usize,
+
     /// Close a tunnel after this many seconds with no bytes in either direction.
     #[arg(long, value_name = "SECS", default_value_t = 300.0)]
     pub tunnel_idle_timeout: f64,

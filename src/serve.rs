@@ -164,6 +164,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         })?,
         max_header_bytes: args.max_header_bytes.max(1024),
         tunnel_idle_timeout: seconds("--tunnel-idle-timeout", args.tunnel_idle_timeout)?,
+        max_tunnels_per_session: args.max_tunnels_per_session.max(1),
         shutdown_grace: seconds("--shutdown-grace", args.shutdown_grace)?,
     };
     let resolver = Resolver::new(

@@ -103,12 +103,21 @@ pub struct TunnelOpen {
 }
 
 impl TunnelOpen {
-    pub fn new(state: &crate::proxy::State, session: Option<&Arc<Session>>) -> TunnelOpen {
+    /// Count a new tunnel, or `None` when its session is at its tunnel limit.
+    pub fn try_new(
+        state: &crate::proxy::State,
+        session: Option<&Arc<Session>>,
+    ) -> Option<TunnelOpen> {
+        let max = state.limits.max_tunnels_per_session;
+        let guard = match session {
+            Some(s) => Some(state.sessions.tunnel_opened(s, max)?),
+            None => None,
+        };
         state.metrics.tunnels_active.inc();
-        TunnelOpen {
+        Some(TunnelOpen {
             metrics: state.metrics.clone(),
-            _session: session.map(|s| state.sessions.tunnel_opened(s)),
-        }
+            _session: guard,
+        })
     }
 }
 
@@ -298,14 +307,24 @@ impl SessionStore {
         Ok(Some(session))
     }
 
-    /// Mark an open tunnel of `session`: traffic until the guard drops.
-    pub fn tunnel_opened(self: &Arc<Self>, session: &Arc<Session>) -> TunnelGuard {
-        session.open_tunnels.fetch_add(1, Ordering::Relaxed);
+    /// Mark an open tunnel of `session`: traffic until the guard drops. `None` when the
+    /// session already holds `max` open tunnels (`--max-tunnels-per-session`).
+    pub fn tunnel_opened(
+        self: &Arc<Self>,
+        session: &Arc<Session>,
+        max: usize,
+    ) -> Option<TunnelGuard> {
+        session
+            .open_tunnels
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()?;
         self.touch(session);
-        TunnelGuard {
+        Some(TunnelGuard {
             session: session.clone(),
             store: self.clone(),
-        }
+        })
     }
 
     /// What `GET /v1/sessions/{id}` shows.

@@ -79,11 +79,28 @@ fn deleted_session_is_unknown_and_signals_its_tunnels() {
 fn idle_session_expires_unless_a_tunnel_is_open() {
     let s = store();
     let (sess, _) = add(&s, Duration::from_millis(0));
-    let guard = s.tunnel_opened(&sess);
+    let guard = s.tunnel_opened(&sess, 8).unwrap();
     s.expire_idle();
     assert!(s.get(&sess.id).is_some(), "an open tunnel is traffic");
     drop(guard);
     s.expire_idle();
     assert!(s.get(&sess.id).is_none());
     assert!(sess.is_ended());
+}
+
+#[test]
+fn tunnels_per_session_are_capped() {
+    let s = store();
+    let (sess, _) = add(&s, Duration::from_secs(60));
+    let first = s.tunnel_opened(&sess, 2).unwrap();
+    let _second = s.tunnel_opened(&sess, 2).unwrap();
+    assert!(
+        s.tunnel_opened(&sess, 2).is_none(),
+        "a third tunnel is over the limit"
+    );
+    drop(first);
+    assert!(
+        s.tunnel_opened(&sess, 2).is_some(),
+        "a closed tunnel frees its place"
+    );
 }

@@ -86,7 +86,7 @@ impl Refusal {
             .with_detail(why.message())
     }
 
-    fn in_session(mut self, session: &Option<Arc<Session>>) -> Refusal {
+    pub fn in_session(mut self, session: &Option<Arc<Session>>) -> Refusal {
         self.session = session.as_ref().map(|s| s.id.clone());
         self
     }

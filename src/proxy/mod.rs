@@ -58,6 +58,8 @@ pub struct Limits {
     pub connection_wait: Duration,
     pub max_header_bytes: usize,
     pub tunnel_idle_timeout: Duration,
+    /// Open tunnels one session may hold (`--max-tunnels-per-session`).
+    pub max_tunnels_per_session: usize,
     pub shutdown_grace: Duration,
 }
 

@@ -29,15 +29,19 @@ pub async fn open(
     client: Client,
     done: mpsc::Sender<()>,
 ) -> Response<Body> {
-    let Some(slot) = state.tunnels.try_open(client.addr.ip()) else {
-        let refusal = Refusal::new(
-            Reason::LimitExceeded,
-            approved.target.host.to_string(),
-            approved.target.port,
-        )
-        .with_detail("too many open tunnels from this client");
+    let limit = |detail: &str| {
+        let target = &approved.target;
+        let refusal = Refusal::new(Reason::LimitExceeded, target.host.to_string(), target.port)
+            .in_session(&approved.session)
+            .with_detail(detail);
         audit_refusal(&state, &client, &refusal, None);
-        return answer::refuse(&refusal, &client.request_id);
+        answer::refuse(&refusal, &client.request_id)
+    };
+    let Some(slot) = state.tunnels.try_open(client.addr.ip()) else {
+        return limit("too many open tunnels from this client");
+    };
+    let Some(open) = TunnelOpen::try_new(&state, approved.session.as_ref()) else {
+        return limit("too many open tunnels in this session");
     };
     let (upstream, dialed) = match dial(&approved.addrs, state.limits.connect_timeout).await {
         Ok(pair) => pair,
@@ -63,7 +67,7 @@ pub async fn open(
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         relay(on_upgrade, upstream, dialed, approved, state, client).await;
-        drop((slot, done));
+        drop((open, slot, done));
     });
     Response::new(answer::empty())
 }
@@ -87,7 +91,6 @@ async fn relay(
             return;
         }
     };
-    let _open = TunnelOpen::new(&state, approved.session.as_ref());
     // The idle clock starts when the tunnel opens, so a tunnel where nobody speaks
     // closes after the idle timeout, not after the first-bytes wait plus it.
     let activity = Activity::new();

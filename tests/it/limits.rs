@@ -171,3 +171,25 @@ async fn oversized_request_head_is_431_with_the_denial_body() {
         "a normal head still passes"
     );
 }
+
+#[tokio::test]
+async fn tunnels_per_session_are_capped_with_429() {
+    use crate::admin::{allowlist, org, proxy_with};
+    let origin = Origin::start().await;
+    let proxy = proxy_with(&org(origin.port()), &["--max-tunnels-per-session", "1"]).await;
+    let session = proxy
+        .admin()
+        .create_session(&allowlist(&["allowed.test"]), None)
+        .await;
+    let auth = session.proxy_auth();
+    let target = format!("allowed.test:{}", origin.port());
+    let headers = [("Proxy-Authorization", auth.as_str())];
+    let (first, conn) = connect_via_proxy(proxy.addr, &target, &headers).await;
+    assert_eq!(first.status, 200, "{first:?}\n{}", proxy.diagnostics());
+    let _held = conn.into_stream();
+    let (second, _conn) = connect_via_proxy(proxy.addr, &target, &headers).await;
+    assert_eq!(second.header("retry-after"), Some("1"), "{second:?}");
+    let want = Denial::new(429, "limit_exceeded").at("allowed.test", origin.port());
+    let record = assert_single_denial(&second, &want, &proxy).await;
+    assert_eq!(record["session"], session.id.as_str(), "{record}");
+}
