@@ -191,8 +191,9 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     tracing::info!(org = %args.org.display(), mode = ?org.mode, "policy loaded");
     let proxy_policy = args.policy.is_some().then_some(policy);
     let metrics = Arc::new(Metrics::new());
-    let mut own = vec![local];
-    own.extend(admin_listener.as_ref().map(|(_, addr)| *addr));
+    let mut listeners = vec![local];
+    listeners.extend(admin_listener.as_ref().map(|(_, addr)| *addr));
+    let own = crate::net::local::own_addresses(&listeners);
     let state = Arc::new(State {
         policies: RwLock::new(Arc::new(proxy::Policies::new(org, proxy_policy))),
         sessions: Arc::new(SessionStore::new(metrics.clone())),

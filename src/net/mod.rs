@@ -5,6 +5,9 @@
 //!   system configuration), with no cache, so every lookup reflects the server.
 //! - [`dial`]: connects only to a [`dial::CheckedAddr`], a type only the address check can
 //!   build, so a connection that skipped the check does not compile.
+//! - [`local`]: the proxy's own addresses, a wildcard listener expanded to every local
+//!   address on its port.
 
 pub mod dial;
+pub mod local;
 pub mod resolve;
