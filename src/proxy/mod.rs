@@ -8,7 +8,8 @@
 //!   addresses or a [`Refusal`].
 //! - [`answer`]: the one place a refusal becomes a response.
 //! - [`forward`]: plain HTTP forwarding through a pool of upstream connections.
-//! - [`tunnel`]: `CONNECT` tunnels.
+//! - [`tunnel`]: `CONNECT` tunnels; [`relay`] copies their bytes, [`idle`] watches for
+//!   quiet ones and [`inspect`] judges their first bytes.
 
 pub mod answer;
 pub mod forward;
@@ -17,6 +18,7 @@ pub mod inspect;
 pub mod judge;
 pub mod limits;
 pub mod preflight;
+pub mod relay;
 pub mod request;
 pub mod tunnel;
 
