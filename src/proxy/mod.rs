@@ -169,6 +169,10 @@ pub async fn serve(listener: TcpListener, state: Arc<State>, shutdown: impl Futu
                         continue;
                     }
                 };
+                // Reap finished connections here rather than in a `join_next` branch: a
+                // branch would wake this task (often on the other worker, a futex call)
+                // every time a connection ends.
+                while conns.try_join_next().is_some() {}
                 let state = state.clone();
                 let done = done_tx.clone();
                 let permits = permits.clone();
@@ -184,7 +188,6 @@ pub async fn serve(listener: TcpListener, state: Arc<State>, shutdown: impl Futu
                     }
                 });
             }
-            Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
     }
     drop(listener);
