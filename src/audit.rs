@@ -185,7 +185,11 @@ pub fn new_request_id() -> String {
     });
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let id = (u128::from(prefix) << 64) | u128::from(n);
-    format!("{id:032x}")
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    (0..32)
+        .rev()
+        .map(|nibble| char::from(HEX[((id >> (4 * nibble)) & 0xf) as usize]))
+        .collect()
 }
 
 enum Msg {
