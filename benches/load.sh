@@ -15,7 +15,7 @@
 #
 # Knobs (environment): ROUNDS=3 DURATION=5 CONNS=50 THREADS=2 BIG_MIB=64 DOWNLOADS=6
 # TUNNELS=9000 (the proxy needs two descriptors a tunnel: keep 2*TUNNELS under
-# `ulimit -n`) BASE_PORT=47100 PROXY_BIN (default: the release build) NO_SQUID=1.
+# `ulimit -n`) BASE_PORT=21100 PROXY_BIN (default: the release build) NO_SQUID=1.
 
 set -euo pipefail
 
@@ -26,7 +26,7 @@ THREADS=${THREADS:-2}
 BIG_MIB=${BIG_MIB:-64}
 DOWNLOADS=${DOWNLOADS:-6}
 TUNNELS=${TUNNELS:-9000}
-BASE_PORT=${BASE_PORT:-47100}
+BASE_PORT=${BASE_PORT:-21100} # below the ephemeral range, so no outgoing connection holds them
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PROXY_BIN=${PROXY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/egress-proxy}
 
@@ -70,6 +70,7 @@ wait_port() {
         sleep 0.1
     done
     echo "load.sh: nothing listens on $1" >&2
+    tail -n 5 "$TMP"/*.log "$TMP"/*/*.log >&2 2>/dev/null || true
     exit 2
 }
 
