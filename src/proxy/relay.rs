@@ -9,7 +9,6 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
@@ -49,12 +48,22 @@ pub async fn both_ways(
         up.fetch_add(parts.read_buf.len() as u64, Ordering::Relaxed);
         upstream.write_all(&parts.read_buf).await?;
     }
-    let mut client = parts.io.into_inner();
+    tcp_both_ways(parts.io.into_inner(), upstream, &up, &down, activity).await
+}
+
+/// [`both_ways`] between two TCP connections.
+async fn tcp_both_ways(
+    mut client: TcpStream,
+    mut upstream: TcpStream,
+    up: &AtomicU64,
+    down: &AtomicU64,
+    activity: &Activity,
+) -> io::Result<()> {
     let (client_read, client_write) = client.split();
     let (upstream_read, upstream_write) = upstream.split();
     tokio::try_join!(
-        one_way(client_read, upstream_write, &up, activity),
-        one_way(upstream_read, client_write, &down, activity),
+        one_way(client_read, upstream_write, up, activity),
+        one_way(upstream_read, client_write, down, activity),
     )?;
     Ok(())
 }
@@ -63,7 +72,7 @@ pub async fn both_ways(
 async fn one_way(
     from: ReadHalf<'_>,
     mut to: WriteHalf<'_>,
-    count: &Arc<AtomicU64>,
+    count: &AtomicU64,
     activity: &Activity,
 ) -> io::Result<()> {
     loop {
@@ -84,5 +93,48 @@ async fn one_way(
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    /// A connected pair of TCP streams on loopback.
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let near = TcpStream::connect(listener.local_addr().unwrap());
+        let (near, far) = tokio::join!(near, listener.accept());
+        (near.unwrap(), far.unwrap().0)
+    }
+
+    #[tokio::test]
+    async fn copies_both_ways_counts_and_passes_each_end_on() {
+        let (mut client, client_side) = pair().await;
+        let (upstream_side, mut origin) = pair().await;
+        let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
+        let activity = Activity::new();
+        let relay = tcp_both_ways(client_side, upstream_side, &up, &down, &activity);
+        let ends = async {
+            // More than a chunk up, so the loop goes round; then the client's EOF.
+            let big = vec![7u8; 3 * CHUNK + 5];
+            client.write_all(&big).await.unwrap();
+            client.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            origin.read_to_end(&mut got).await.unwrap();
+            assert_eq!(got, big, "every byte up, then EOF");
+            // The other direction still works after the half-close.
+            origin.write_all(b"answer").await.unwrap();
+            origin.shutdown().await.unwrap();
+            let mut answer = Vec::new();
+            client.read_to_end(&mut answer).await.unwrap();
+            assert_eq!(answer, b"answer");
+        };
+        let (relayed, ()) = tokio::join!(relay, ends);
+        relayed.unwrap();
+        assert_eq!(up.load(Ordering::Relaxed), 3 * CHUNK as u64 + 5);
+        assert_eq!(down.load(Ordering::Relaxed), 6);
     }
 }
