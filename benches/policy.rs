@@ -1,11 +1,14 @@
 //! Criterion benches of the pure policy core: one decision against organization policies
-//! of 10, 1,000 and 100,000 entries, and compiling the largest. Inputs are built outside
-//! the timed loops. Run with `cargo bench --bench policy`.
+//! of 10, 1,000 and 100,000 entries, compiling the largest, and the narrowing check of a
+//! 100-entry request policy (an `X-Network-Policy` header) against it. Inputs are built
+//! outside the timed loops. Run with `cargo bench --bench policy`.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use egress_proxy::policy::{decide, Effective, Host, OrgPolicy, RequestPolicy, Target};
+use egress_proxy::policy::{
+    check_narrowing, decide, Effective, Host, OrgPolicy, RequestPolicy, Target,
+};
 
 /// An organization policy of `n` entries: half exact names, half subtrees, spread over
 /// many registrable domains the way a large real allowlist is.
@@ -62,5 +65,36 @@ fn bench_compile(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_decide, bench_compile);
+/// A request policy of `n` entries, every one covered by `org_toml(100_000)`: exact names
+/// and subtrees under the org's subtrees, and exact names the org lists, so each entry
+/// takes a real lookup rather than an early miss.
+fn narrower_json(n: usize) -> String {
+    let entries: Vec<String> = (0..n)
+        .map(|k| match k % 3 {
+            0 => format!("\"api{}.service{}.example.com\"", 2 * k, (2 * k) % 997),
+            1 => format!("\"*.deep{k}.tenant{}.example.net\"", 2 * k + 1),
+            _ => format!("\"host{k}.tenant{}.example.net\"", 2 * k + 1),
+        })
+        .collect();
+    format!(
+        "{{\"type\": \"allowlist\", \"allowed_domains\": [{}]}}",
+        entries.join(",")
+    )
+}
+
+fn bench_narrowing(c: &mut Criterion) {
+    let org = OrgPolicy::from_toml(&org_toml(100_000), "bench.toml").expect("bench policy loads");
+    let narrower = RequestPolicy::from_json(&narrower_json(100), "bench.json").unwrap();
+    // The level above the header: an allowlist that covers every narrower entry.
+    let above = RequestPolicy::from_json(&narrower_json(100), "above.json").unwrap();
+    let uppers = [&above];
+    assert!(check_narrowing(&org, &uppers, &narrower).is_ok());
+    let mut group = c.benchmark_group("narrowing");
+    group.bench_function("request_100_vs_org_100k", |b| {
+        b.iter(|| check_narrowing(black_box(&org), black_box(&uppers), black_box(&narrower)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_decide, bench_compile, bench_narrowing);
 criterion_main!(benches);

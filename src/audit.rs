@@ -14,7 +14,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -164,20 +164,32 @@ fn strip_userinfo(url: &str) -> String {
     }
 }
 
-/// A new request id: 16 random bytes as 32 hex digits, or (should the system's random
-/// source fail) the time and a process-wide counter, which are still unique.
+/// A new request id, 32 hex digits: a random per-process prefix (or, should the system's
+/// random source fail, the start time and process id) and a process-wide counter, so ids
+/// are unique within a process and across restarts.
 pub fn new_request_id() -> String {
+    static PREFIX: OnceLock<u64> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut bytes = [0u8; 16];
-    if getrandom::fill(&mut bytes).is_err() {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos() as u64;
-        bytes[..8].copy_from_slice(&nanos.to_be_bytes());
-        bytes[8..].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes());
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    // One random draw per process, not per request: a request id must be unique, not
+    // secret, and a getrandom call on every request showed in the load profile.
+    let prefix = *PREFIX.get_or_init(|| {
+        let mut bytes = [0u8; 8];
+        if getrandom::fill(&mut bytes).is_err() {
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos() as u64;
+            bytes = (nanos ^ u64::from(std::process::id()).rotate_left(32)).to_be_bytes();
+        }
+        u64::from_be_bytes(bytes)
+    });
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let id = (u128::from(prefix) << 64) | u128::from(n);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    (0..32)
+        .rev()
+        .map(|nibble| char::from(HEX[((id >> (4 * nibble)) & 0xf) as usize]))
+        .collect()
 }
 
 enum Msg {

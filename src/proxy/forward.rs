@@ -67,7 +67,12 @@ pub async fn forward(
     state: Arc<State>,
     client: Client,
 ) -> Response<Body> {
-    let url = plain_url(&req);
+    // The URL is only for the allowed record: no string built when none is written.
+    let url = if state.audit_allowed {
+        plain_url(&req)
+    } else {
+        None
+    };
     let checked = &approved.addrs[0];
     let (mut parts, body) = req.into_parts();
     let up_bytes = Arc::new(AtomicU64::new(0));

@@ -49,10 +49,15 @@ impl Activity {
 
     /// Wrap `inner` so that reads and writes through it count as activity.
     pub fn watch<S>(&self, inner: S) -> Watched<S> {
+        self.watch_counting(inner, Arc::default())
+    }
+
+    /// As [`watch`](Self::watch), adding the bytes read to `read`.
+    pub fn watch_counting<S>(&self, inner: S, read: Arc<AtomicU64>) -> Watched<S> {
         Watched {
             inner,
             activity: self.clone(),
-            read: 0,
+            read,
         }
     }
 }
@@ -68,7 +73,7 @@ impl Default for Activity {
 pub struct Watched<S> {
     inner: S,
     activity: Activity,
-    read: u64,
+    read: Arc<AtomicU64>,
 }
 
 impl<S> Watched<S> {
@@ -76,9 +81,15 @@ impl<S> Watched<S> {
         &self.inner
     }
 
-    /// Bytes read from this stream so far.
-    pub fn read_bytes(&self) -> u64 {
-        self.read
+    /// The count of bytes read, shared: it stays readable after the stream is handed
+    /// on with [`into_parts`](Self::into_parts) and keeps counting there.
+    pub fn counter(&self) -> Arc<AtomicU64> {
+        self.read.clone()
+    }
+
+    /// The stream and its byte count, for a copy loop that counts by itself.
+    pub fn into_parts(self) -> (S, Arc<AtomicU64>) {
+        (self.inner, self.read)
     }
 }
 
@@ -92,7 +103,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         let read = buf.filled().len() - before;
         if read > 0 {
-            self.read += read as u64;
+            self.read.fetch_add(read as u64, Ordering::Relaxed);
             self.activity.touch();
         }
         polled

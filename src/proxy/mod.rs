@@ -8,7 +8,8 @@
 //!   addresses or a [`Refusal`].
 //! - [`answer`]: the one place a refusal becomes a response.
 //! - [`forward`]: plain HTTP forwarding through a pool of upstream connections.
-//! - [`tunnel`]: `CONNECT` tunnels.
+//! - [`tunnel`]: `CONNECT` tunnels; [`relay`] copies their bytes, [`idle`] watches for
+//!   quiet ones and [`inspect`] judges their first bytes.
 
 pub mod answer;
 pub mod forward;
@@ -17,6 +18,7 @@ pub mod inspect;
 pub mod judge;
 pub mod limits;
 pub mod preflight;
+pub mod relay;
 pub mod request;
 pub mod tunnel;
 
@@ -169,6 +171,10 @@ pub async fn serve(listener: TcpListener, state: Arc<State>, shutdown: impl Futu
                         continue;
                     }
                 };
+                // Reap finished connections here rather than in a `join_next` branch: a
+                // branch would wake this task (often on the other worker, a futex call)
+                // every time a connection ends.
+                while conns.try_join_next().is_some() {}
                 let state = state.clone();
                 let done = done_tx.clone();
                 let permits = permits.clone();
@@ -184,7 +190,6 @@ pub async fn serve(listener: TcpListener, state: Arc<State>, shutdown: impl Futu
                     }
                 });
             }
-            Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
     }
     drop(listener);

@@ -3,19 +3,20 @@
 //! code and no tunnel ever opens for it. Once open, the tunnel's first bytes are judged
 //! (TLS server name, `[tunnels]`) before any of them reaches upstream.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio::io::{copy_bidirectional, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::idle::Activity;
 use super::judge::{audit_allowed, audit_refusal, Approved, Failure, Refusal};
-use super::{answer, inspect, Body, Client, Phase, State};
+use super::{answer, inspect, relay, Body, Client, Phase, State};
 use crate::net::dial::{dial, CheckedAddr, DialError};
 use crate::policy::Reason;
 use crate::session::{until_ended, TunnelOpen};
@@ -96,6 +97,7 @@ async fn relay(
     let activity = Activity::new();
     let mut downstream = activity.watch(TokioIo::new(upgraded));
     let mut upstream = activity.watch(upstream);
+    let (up, down) = (downstream.counter(), upstream.counter());
     let limits = &state.limits;
     let work = async {
         let policies = state.policies();
@@ -104,7 +106,7 @@ async fn relay(
         let first =
             inspect::admit(&mut downstream, upstream.get_ref(), target, tunnels, wait).await?;
         if upstream.write_all(&first).await.is_ok() {
-            if let Err(e) = copy_bidirectional(&mut downstream, &mut upstream).await {
+            if let Err(e) = relay::both_ways(downstream, upstream, &activity).await {
                 tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
             }
         }
@@ -124,7 +126,7 @@ async fn relay(
         audit_refusal(&state, &client, &refusal, None);
         return;
     }
-    let (up, down) = (downstream.read_bytes(), upstream.read_bytes());
+    let (up, down) = (up.load(Ordering::Relaxed), down.load(Ordering::Relaxed));
     state.metrics.bytes_up.inc_by(up);
     state.metrics.bytes_down.inc_by(down);
     audit_allowed(&state, &client, &approved, dialed.addr(), None, (up, down));
