@@ -15,7 +15,7 @@ use super::host::DomainEntry;
 
 #[path = "domain_set.rs"]
 mod domain_set;
-pub use domain_set::DomainSet;
+pub use domain_set::{DomainSet, Fnv};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {

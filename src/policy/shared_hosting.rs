@@ -3,8 +3,11 @@
 //! or below a private-section Public Suffix List entry, at or below a built-in request
 //! sink, or matched by the organization's `extra_domains`.
 
+use std::hash::BuildHasherDefault;
+
 use super::compile::DomainSet;
-use super::host::{is_strictly_below, DomainPattern, HostName};
+use super::compile::Fnv;
+use super::host::{DomainPattern, HostName};
 
 /// Webhook and request-capture services, tunnels and paste sites.
 const SINKS: &[&str] = &[
@@ -69,14 +72,24 @@ pub fn classify(host: &HostName, extra: &DomainSet) -> Option<String> {
             return Some(String::from_utf8_lossy(suffix.as_bytes()).into_owned());
         }
     }
-    let sink = SINKS
-        .iter()
-        .find(|s| name == **s || is_strictly_below(name, s));
-    if let Some(sink) = sink {
+    // The name itself and each parent at a label boundary, probed in a set: the cost
+    // grows with the name's labels, not with the list.
+    let sinks = SINK_SET.get_or_init(|| SINKS.iter().copied().collect());
+    // Sinks have two or three labels: probe only the name's last two and three labels.
+    let parents = std::iter::successors(Some(name), |n| n.split_once('.').map(|(_, rest)| rest));
+    let labels = name.bytes().filter(|&b| b == b'.').count() + 1;
+    let near = parents.skip(labels.saturating_sub(SINK_MAX_LABELS));
+    if let Some(sink) = near.into_iter().find(|n| sinks.contains(n)) {
         return Some(sink.to_string());
     }
     extra.matching(host).next().map(|e| e.text.clone())
 }
+
+/// The most labels of any name in [`SINKS`] (checked by a test).
+const SINK_MAX_LABELS: usize = 3;
+
+type SinkSet = std::collections::HashSet<&'static str, BuildHasherDefault<Fnv>>;
+static SINK_SET: std::sync::OnceLock<SinkSet> = std::sync::OnceLock::new();
 
 pub fn is_shared_hosting(host: &HostName, extra: &DomainSet) -> bool {
     classify(host, extra).is_some()
@@ -124,6 +137,12 @@ mod tests {
             let host = HostName::parse(host).unwrap();
             assert_eq!(is_shared_hosting(&host, &extra), *want, "{rule}");
         }
+    }
+
+    #[test]
+    fn sink_max_labels_covers_the_list() {
+        let most = SINKS.iter().map(|s| s.split('.').count()).max().unwrap();
+        assert!(most <= SINK_MAX_LABELS, "raise SINK_MAX_LABELS to {most}");
     }
 
     #[test]
