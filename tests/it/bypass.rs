@@ -51,9 +51,7 @@ async fn wildcard_proxy(ports: &[u16]) -> Proxy {
 
 /// A proxy for `allowed.test` with loopback open, `evil.test` pinned to the same origin.
 pub(crate) async fn open_proxy(origin: &Origin) -> Proxy {
-    ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
+    ProxyBuilder::standard(origin.port())
         .pin("evil.test")
         .start()
         .await

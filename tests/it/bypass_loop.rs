@@ -116,11 +116,7 @@ async fn unspecified_ipv6_address_reaching_the_proxys_own_listener_is_private_ad
 #[tokio::test]
 async fn allowed_origin_receives_origin_form_targets_only() {
     let origin = Origin::start().await;
-    let proxy = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
-        .start()
-        .await;
+    let proxy = ProxyBuilder::standard(origin.port()).start().await;
     let p = origin.port();
     for path in ["/path?q=1", "/http://evil.test/", "//evil.test:443/x"] {
         let resp = get_via_proxy(proxy.addr, &format!("http://allowed.test:{p}{path}"), &[]).await;
@@ -143,11 +139,7 @@ async fn allowed_origin_receives_origin_form_targets_only() {
 #[tokio::test]
 async fn upgrade_request_is_not_turned_into_a_tunnel() {
     let origin = Origin::start().await;
-    let proxy = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
-        .start()
-        .await;
+    let proxy = ProxyBuilder::standard(origin.port()).start().await;
     let p = origin.port();
     let mut conn = Conn::open(proxy.addr).await;
     let head = format!(
@@ -210,9 +202,7 @@ async fn upstream_101_does_not_open_a_tunnel() {
 #[tokio::test]
 async fn connect_with_an_absolute_form_target_is_refused_400() {
     let origin = Origin::start().await;
-    let proxy = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
+    let proxy = ProxyBuilder::standard(origin.port())
         .pin("evil.test")
         .start()
         .await;
@@ -236,9 +226,7 @@ async fn connect_with_an_absolute_form_target_is_refused_400() {
 #[tokio::test]
 async fn request_pipelined_after_a_refused_connect_reaches_no_one() {
     let origin = Origin::start().await;
-    let proxy = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
+    let proxy = ProxyBuilder::standard(origin.port())
         .pin("evil.test")
         .audit_allowed()
         .start()

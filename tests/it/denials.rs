@@ -24,9 +24,7 @@ fn assert_untouched(origin: &Origin, proxy: &Proxy) {
 #[tokio::test]
 async fn name_outside_org_allowlist_is_not_in_org_allowlist() {
     let origin = Origin::start().await;
-    let proxy = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
+    let proxy = ProxyBuilder::standard(origin.port())
         .pin("evil.test")
         .start()
         .await;
@@ -68,11 +66,7 @@ async fn denied_domain_wins_over_a_wildcard_allow() {
 async fn allowed_name_on_an_unlisted_port_is_port_not_allowed() {
     let listed = Origin::start_named("listed").await;
     let unlisted = Origin::start_named("unlisted").await;
-    let proxy = ProxyBuilder::new(Org::standard(listed.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
-        .start()
-        .await;
+    let proxy = ProxyBuilder::standard(listed.port()).start().await;
     let resp = get_via_proxy(proxy.addr, &url("allowed.test", &unlisted), &[]).await;
     let want = Denial::new(403, "port_not_allowed")
         .at("allowed.test", unlisted.port())
@@ -140,9 +134,7 @@ async fn name_outside_the_policy_file_is_not_in_request_policy() {
 #[tokio::test]
 async fn header_naming_a_name_the_org_does_not_allow_is_policy_widening() {
     let origin = Origin::start().await;
-    let proxy = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
+    let proxy = ProxyBuilder::standard(origin.port())
         .pin("evil.test")
         .start()
         .await;
@@ -164,11 +156,7 @@ async fn header_naming_a_name_the_org_does_not_allow_is_policy_widening() {
 #[tokio::test]
 async fn unparseable_policy_header_is_invalid_policy() {
     let origin = Origin::start().await;
-    let proxy = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
-        .start()
-        .await;
+    let proxy = ProxyBuilder::standard(origin.port()).start().await;
     let resp = get_via_proxy(
         proxy.addr,
         &url("allowed.test", &origin),
@@ -185,11 +173,7 @@ async fn unparseable_policy_header_is_invalid_policy() {
 #[tokio::test]
 async fn two_policy_headers_are_invalid_policy() {
     let origin = Origin::start().await;
-    let proxy = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
-        .start()
-        .await;
+    let proxy = ProxyBuilder::standard(origin.port()).start().await;
     let header = allowlist_json(&["allowed.test"]);
     let resp = get_via_proxy(
         proxy.addr,
@@ -336,11 +320,7 @@ async fn literal_loopback_in_any_spelling_is_private_address() {
 }
 
 async fn invalid_host_proxy(origin: &Origin) -> Proxy {
-    ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
-        .start()
-        .await
+    ProxyBuilder::standard(origin.port()).start().await
 }
 
 #[tokio::test]
@@ -434,9 +414,7 @@ async fn origin_form_request_to_the_proxy_is_invalid_request() {
 #[tokio::test]
 async fn host_header_naming_another_authority_is_host_mismatch() {
     let origin = Origin::start().await;
-    let proxy = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
+    let proxy = ProxyBuilder::standard(origin.port())
         .pin("evil.test")
         .start()
         .await;

@@ -1,16 +1,12 @@
 //! Allowed plain-HTTP requests are forwarded faithfully (SPEC 1, 4, 10 hop-by-hop).
 
 use crate::support::client::{get_via_proxy, request_bytes, send_raw, Conn};
-use crate::support::org::{allowlist_json, Org};
+use crate::support::org::allowlist_json;
 use crate::support::origin::Origin;
 use crate::support::proxy::{Proxy, ProxyBuilder};
 
 async fn proxy_for(origin: &Origin) -> Proxy {
-    ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
-        .start()
-        .await
+    ProxyBuilder::standard(origin.port()).start().await
 }
 
 #[tokio::test]

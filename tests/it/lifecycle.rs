@@ -11,9 +11,7 @@ use crate::support::unique_temp_dir;
 #[tokio::test]
 async fn audit_allowed_records_bytes_after_the_connection_closes() {
     let origin = Origin::start().await;
-    let proxy = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
+    let proxy = ProxyBuilder::standard(origin.port())
         .audit_allowed()
         .start()
         .await;
@@ -172,11 +170,7 @@ async fn sigterm_exits_zero_with_every_record_written() {
 #[tokio::test]
 async fn sigterm_with_an_idle_client_connection_still_exits_zero() {
     let origin = Origin::start().await;
-    let mut proxy = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
-        .start()
-        .await;
+    let mut proxy = ProxyBuilder::standard(origin.port()).start().await;
     let _idle = Conn::open(proxy.addr).await;
     let status = proxy.terminate().await;
     assert_eq!(status.code(), Some(0), "{status}\n{}", proxy.diagnostics());

@@ -9,14 +9,11 @@ use tokio::net::TcpStream;
 
 use crate::support::client::{connect_via_proxy, get_via_proxy, send_raw, Conn};
 use crate::support::expect::{assert_single_denial, Denial};
-use crate::support::org::{allowlist_json, Org};
 use crate::support::origin::Origin;
 use crate::support::proxy::{Proxy, ProxyBuilder};
 
 async fn proxy_with(origin: &Origin, args: &[&str]) -> Proxy {
-    let mut builder = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test");
+    let mut builder = ProxyBuilder::standard(origin.port());
     for arg in args {
         builder = builder.arg(arg);
     }

@@ -43,6 +43,15 @@ pub struct ProxyBuilder {
 }
 
 impl ProxyBuilder {
+    /// The usual proxy of these tests: the organization allows `allowed.test` on the
+    /// origin's port with loopback opened (`Org::standard`), the proxy-level policy
+    /// allows `allowed.test`, and the name is pinned to 127.0.0.1.
+    pub fn standard(origin_port: u16) -> ProxyBuilder {
+        ProxyBuilder::new(super::org::Org::standard(origin_port).to_toml())
+            .policy(super::org::allowlist_json(&["allowed.test"]))
+            .pin("allowed.test")
+    }
+
     /// `org` is the organization policy TOML text.
     pub fn new(org: impl Into<String>) -> ProxyBuilder {
         ProxyBuilder {
