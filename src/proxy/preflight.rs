@@ -95,41 +95,46 @@ fn check_head(req: &httparse::Request) -> Preflight {
     if hyper::Method::from_bytes(method.as_bytes()).is_err() {
         return refuse(format!("invalid method `{method}`"));
     }
-    if let Some(refusal) = unreadable_host(method, path) {
-        return Preflight::Refuse(400, refusal);
+    let authority = target_authority(method, path);
+    if authority.is_some_and(|a| a.contains('@')) {
+        return refuse("userinfo in the request target is refused".into());
     }
     if Uri::try_from(path).is_err() {
-        return refuse("the request target is not a valid URI".into());
+        // The host is judged again, fully, after hyper has read the request; here it
+        // only names the problem better than "not a URI" when it is the cause.
+        let refusal = authority
+            .and_then(unreadable_host)
+            .unwrap_or_else(|| Refusal::malformed("the request target is not a valid URI"));
+        return Preflight::Refuse(400, refusal);
     }
     let named = |name: &'static str| {
         req.headers
             .iter()
             .filter(move |h| h.name.eq_ignore_ascii_case(name))
     };
-    let lengths: Vec<&[u8]> = named("content-length").map(|h| h.value).collect();
-    if lengths.windows(2).any(|w| w[0] != w[1]) {
+    let mut lengths = named("content-length").map(|h| h.value);
+    let first_length = lengths.next();
+    if first_length.is_some_and(|first| lengths.any(|other| other != first)) {
         return refuse("conflicting Content-Length headers".into());
     }
-    if !lengths.is_empty() && named("transfer-encoding").next().is_some() {
+    if first_length.is_some() && named("transfer-encoding").next().is_some() {
         return refuse("both Content-Length and Transfer-Encoding".into());
     }
     Preflight::Ready
 }
 
-/// For an absolute-form or `CONNECT` target, the host as written must survive
-/// normalisation: `invalid_host` names the problem better than hyper's URI error.
-fn unreadable_host(method: &str, path: &str) -> Option<Refusal> {
-    let authority = if method == "CONNECT" {
-        path
-    } else {
-        let rest = path.split_once("://")?.1;
-        &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())]
-    };
-    if authority.contains('@') {
-        return Some(Refusal::malformed(
-            "userinfo in the request target is refused",
-        ));
+/// The authority of an absolute-form or `CONNECT` target, as written.
+fn target_authority<'a>(method: &str, path: &'a str) -> Option<&'a str> {
+    if method == "CONNECT" {
+        return Some(path);
     }
+    let rest = path.split_once("://")?.1;
+    Some(&rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())])
+}
+
+/// `invalid_host` when the authority's host does not survive normalisation: it names
+/// the problem better than hyper's URI error.
+fn unreadable_host(authority: &str) -> Option<Refusal> {
     let (host, port) = split_host_port(authority)?;
     let err = Host::parse(host).err()?;
     Some(
