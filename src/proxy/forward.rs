@@ -168,27 +168,22 @@ fn upstream_uri(checked: &CheckedAddr, original: &Uri) -> Uri {
 }
 
 fn upstream_failure(e: &hyper_util::client::legacy::Error, approved: &Approved) -> Failure {
-    let target = approved.target.host.authority(approved.target.port);
     let mut source = e.source();
     while let Some(err) = source {
         if let Some(io) = err.downcast_ref::<io::Error>() {
             if io.kind() == io::ErrorKind::TimedOut {
-                return Failure {
-                    status: StatusCode::GATEWAY_TIMEOUT,
-                    message: format!("connecting to {target} timed out"),
-                };
+                return Failure::connect(&approved.target, true);
             }
         }
         source = err.source();
     }
-    let what = if e.is_connect() {
-        "cannot connect to"
-    } else {
-        "upstream failed:"
-    };
+    if e.is_connect() {
+        return Failure::connect(&approved.target, false);
+    }
+    let target = approved.target.host.authority(approved.target.port);
     Failure {
         status: StatusCode::BAD_GATEWAY,
-        message: format!("{what} {target}"),
+        message: format!("upstream failed: {target}"),
     }
 }
 

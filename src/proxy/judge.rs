@@ -14,7 +14,7 @@ use crate::metrics::Outcome;
 use crate::net::dial::CheckedAddr;
 use crate::policy::{
     check_address, check_narrowing, decide, Decision, Effective, Host, Level, Reason,
-    RequestPolicy, Target, Verdict,
+    RequestPolicy, Target, Verdict, Widening,
 };
 
 use crate::session::{AuthError, Session};
@@ -80,6 +80,15 @@ impl Refusal {
         }
     }
 
+    /// A request-level policy that asks for more than the levels above (`policy_widening`):
+    /// the rule names every offending entry.
+    fn widening(target: &Target, widening: &Widening, what: &str) -> Refusal {
+        let mut refusal =
+            Refusal::new(Reason::PolicyWidening, target.host.to_string(), target.port);
+        refusal.rule = Some(widening.to_string());
+        refusal.with_detail(format!("{what}: {widening}"))
+    }
+
     /// Credentials missing, malformed or not accepted (SPEC 10 step 2).
     pub fn auth_required(why: AuthError, target: &Target) -> Refusal {
         Refusal::new(Reason::AuthRequired, target.host.to_string(), target.port)
@@ -101,6 +110,24 @@ impl Refusal {
 pub struct Failure {
     pub status: StatusCode,
     pub message: String,
+}
+
+impl Failure {
+    /// An allowed destination that did not accept the connection: 504 when the connect
+    /// timed out, else 502.
+    pub fn connect(target: &Target, timed_out: bool) -> Failure {
+        let authority = target.host.authority(target.port);
+        match timed_out {
+            true => Failure {
+                status: StatusCode::GATEWAY_TIMEOUT,
+                message: format!("connecting to {authority} timed out"),
+            },
+            false => Failure {
+                status: StatusCode::BAD_GATEWAY,
+                message: format!("cannot connect to {authority}"),
+            },
+        }
+    }
 }
 
 /// Why a request stops before reaching upstream.
@@ -137,22 +164,13 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
     let mut levels = base_levels(&policies, session.as_deref());
     if let Some(widening) = &policies.widening {
-        let mut refusal =
-            Refusal::new(Reason::PolicyWidening, target.host.to_string(), target.port);
-        refusal.rule = Some(widening.to_string());
-        let detail =
-            format!("the proxy's --policy widens the reloaded organization policy: {widening}");
-        return Err(tag(refusal.with_detail(detail)).into());
+        let what = "the proxy's --policy widens the reloaded organization policy";
+        return Err(tag(Refusal::widening(&target, widening, what)).into());
     }
     if let Some(narrower) = &header {
         if let Err(widening) = check_narrowing(&policies.org, &levels, narrower) {
-            let mut refusal =
-                Refusal::new(Reason::PolicyWidening, target.host.to_string(), target.port);
-            refusal.rule = Some(widening.to_string());
-            return Err(tag(
-                refusal.with_detail(format!("X-Network-Policy widens the policy: {widening}"))
-            )
-            .into());
+            let what = "X-Network-Policy widens the policy";
+            return Err(tag(Refusal::widening(&target, &widening, what)).into());
         }
         levels.push(narrower);
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
-use hyper::{Request, Response, StatusCode};
+use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -47,17 +47,7 @@ pub async fn open(
     let (upstream, dialed) = match dial(&approved.addrs, state.limits.connect_timeout).await {
         Ok(pair) => pair,
         Err(e) => {
-            let target = approved.target.host.authority(approved.target.port);
-            let failure = match e {
-                DialError::Timeout => Failure {
-                    status: StatusCode::GATEWAY_TIMEOUT,
-                    message: format!("connecting to {target} timed out"),
-                },
-                _ => Failure {
-                    status: StatusCode::BAD_GATEWAY,
-                    message: format!("cannot connect to {target}"),
-                },
-            };
+            let failure = Failure::connect(&approved.target, matches!(e, DialError::Timeout));
             tracing::info!(request_id = %client.request_id, error = %e, "{}", failure.message);
             return answer::fail(&failure, &client.request_id);
         }
