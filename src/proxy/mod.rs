@@ -220,6 +220,11 @@ async fn serve_connection(
     match preflight::first_head(&stream, limits.max_header_bytes, limits.header_timeout).await {
         preflight::Preflight::Ready => {}
         preflight::Preflight::Gone => return,
+        preflight::Preflight::TimedOut => {
+            // A limit hit, logged once per connection; there is no request to audit.
+            tracing::info!(client = %peer, timeout = ?limits.header_timeout, "closed a connection that sent no complete request head in time");
+            return;
+        }
         preflight::Preflight::Refuse(status, refusal) => {
             let client = Client {
                 addr: peer,

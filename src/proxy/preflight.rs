@@ -26,6 +26,8 @@ pub enum Preflight {
     Ready,
     /// The client closed or sent nothing in time: close without an answer.
     Gone,
+    /// No complete head within the header timeout (a slow or idle client): close.
+    TimedOut,
     /// Refuse with this status (400 or 431) and close.
     Refuse(u16, Refusal),
 }
@@ -40,9 +42,10 @@ pub async fn first_head(stream: &TcpStream, max: usize, timeout: Duration) -> Pr
     let mut buf = vec![0u8; FIRST_PEEK.min(max)];
     let mut backoff = Duration::from_millis(1);
     loop {
-        let readable = tokio::time::timeout_at(deadline, stream.readable()).await;
-        if !matches!(readable, Ok(Ok(()))) {
-            return Preflight::Gone;
+        match tokio::time::timeout_at(deadline, stream.readable()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Preflight::Gone,
+            Err(_) => return Preflight::TimedOut,
         }
         let n = match stream.peek(&mut buf).await {
             Ok(0) | Err(_) => return Preflight::Gone,
@@ -60,7 +63,7 @@ pub async fn first_head(stream: &TcpStream, max: usize, timeout: Duration) -> Pr
                 // Partial head: the bytes stay unread, so readiness stays set; wait a
                 // little before looking again rather than spinning.
                 if Instant::now() + backoff > deadline {
-                    return Preflight::Gone;
+                    return Preflight::TimedOut;
                 }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_millis(50));
@@ -152,6 +155,7 @@ mod tests {
             None => None,
             Some(Preflight::Ready) => Some((0, "ready")),
             Some(Preflight::Gone) => Some((0, "gone")),
+            Some(Preflight::TimedOut) => Some((0, "timed out")),
             Some(Preflight::Refuse(status, r)) => Some((status, r.reason.as_str())),
         }
     }
