@@ -61,6 +61,13 @@ async fn slow_header_client_is_cut_off_and_others_are_served() {
         1,
         "only the complete request reached the origin"
     );
+    assert!(
+        proxy
+            .stderr()
+            .contains("sent no complete request head in time"),
+        "the header timeout is logged\n{}",
+        proxy.diagnostics()
+    );
 }
 
 #[tokio::test]
