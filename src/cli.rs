@@ -80,6 +80,11 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 1.0)]
     pub connection_wait: f64,
 
+    /// Worker threads serving proxied connections, each with its own runtime and
+    /// upstream pool [default: the number of cores the process may use].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: Option<u16>,
+
     /// Largest request head accepted, in bytes; a larger one gets 431.
     #[arg(long, value_name = "BYTES", default_value_t = 65536)]
     pub max_header_bytes: usize,

@@ -38,7 +38,9 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: egress_proxy::cli::ServeArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // This thread runs the control plane, the audit writer and signals; proxied
+    // connections run on the worker threads (`proxy::workers`).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

@@ -16,7 +16,7 @@ use crate::cli::ServeArgs;
 use crate::metrics::Metrics;
 use crate::net::resolve::{parse_resolve_pin, Resolver};
 use crate::policy::{check_narrowing, HostName, OrgPolicy, RequestPolicy};
-use crate::proxy::{self, forward::Upstream, Limits, State};
+use crate::proxy::{self, Limits, State};
 use crate::session::SessionStore;
 
 /// Why `serve` did not start. Each message names the file or flag at fault.
@@ -204,7 +204,6 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         audit,
         audit_allowed: args.audit_allowed,
         own,
-        upstream: Upstream::new(limits.connect_timeout),
         tunnels: proxy::limits::TunnelCounts::new(args.max_tunnels_per_client.max(1)),
         limits,
         phase: tokio::sync::watch::Sender::new(proxy::Phase::Serving),
@@ -227,8 +226,14 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         eprintln!("egress-proxy: admin API on {admin_addr}");
         tokio::spawn(admin::serve(admin_listener, admin));
     }
+    let workers = args
+        .workers
+        .map_or_else(proxy::workers::default_workers, usize::from);
+    let server = proxy::Server::start(listener, state, workers)
+        .map_err(|e| StartError::Flag(format!("cannot start {workers} worker threads: {e}")))?;
+    tracing::info!(workers, "worker threads started");
     eprintln!("egress-proxy: listening on {local}");
-    proxy::serve(listener, state, shutdown_signal()).await;
+    server.run(shutdown_signal()).await;
     // Connections and tunnels are gone; what they queued is written before the writer ends.
     audit_closer.close();
     match tokio::time::timeout(Duration::from_secs(10), writer).await {

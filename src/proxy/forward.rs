@@ -38,7 +38,8 @@ const HOP_BY_HOP: &[&str] = &[
     super::request::NETWORK_POLICY_HEADER,
 ];
 
-/// The pool of upstream connections. Its URIs only ever carry addresses that passed the
+/// A pool of upstream connections (one per worker thread, so a connection's task runs
+/// on the thread of the requests that use it). Its URIs only ever carry addresses that passed the
 /// address check (see [`upstream_uri`]), so the pool is keyed by the checked address and
 /// the connector never resolves a name.
 #[derive(Clone)]
@@ -66,6 +67,7 @@ pub async fn forward(
     approved: Approved,
     state: Arc<State>,
     client: Client,
+    upstream: &Upstream,
 ) -> Response<Body> {
     // The URL is only for the allowed record: no string built when none is written.
     let url = if state.audit_allowed {
@@ -95,7 +97,7 @@ pub async fn forward(
     up_bytes.fetch_add(head_up as u64, Ordering::Relaxed);
     let upstream_req = Request::from_parts(parts, body);
 
-    let resp = match state.upstream.client.request(upstream_req).await {
+    let resp = match upstream.client.request(upstream_req).await {
         Ok(resp) => resp,
         Err(e) => {
             let failure = upstream_failure(&e, &approved);

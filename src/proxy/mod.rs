@@ -1,6 +1,7 @@
-//! The server: accept loop, per-connection HTTP/1.1, and the path every request takes
+//! The server: per-connection HTTP/1.1, and the path every request takes
 //! (target -> policy levels -> decide -> resolve -> address check -> forward or tunnel).
 //!
+//! - [`workers`]: the accept side, a single-threaded runtime per worker thread.
 //! - [`preflight`]: a look at a connection's first request head, so that even a request
 //!   hyper could not parse gets a full refusal.
 //! - [`request`]: reading the target, the `Host` check and the `X-Network-Policy` header.
@@ -21,9 +22,9 @@ pub mod preflight;
 pub mod relay;
 pub mod request;
 pub mod tunnel;
+pub mod workers;
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -35,9 +36,8 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, Semaphore};
-use tokio::task::JoinSet;
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
 
 use crate::audit::AuditLog;
 use crate::metrics::{Metrics, Outcome};
@@ -46,6 +46,7 @@ use crate::policy::{OrgPolicy, Reason, RequestPolicy, Verdict, Widening};
 use crate::session::SessionStore;
 
 pub use judge::Refusal;
+pub use workers::Server;
 
 /// The body type of every response the proxy sends.
 pub type Body = BoxBody<Bytes, hyper::Error>;
@@ -110,7 +111,6 @@ pub struct State {
     /// The proxy's own listening addresses, always refused as destinations.
     pub own: Vec<SocketAddr>,
     pub limits: Limits,
-    pub upstream: forward::Upstream,
     /// Open tunnels per client address (`--max-tunnels-per-client`).
     pub tunnels: Arc<limits::TunnelCounts>,
     /// The server's phase; connections and tunnels subscribe to it.
@@ -150,70 +150,12 @@ pub enum Phase {
     Closing,
 }
 
-/// Accept connections on `listener` until `shutdown` completes, then give open
-/// connections and tunnels `limits.shutdown_grace` to finish and close the rest. Each
-/// connection and tunnel holds a clone of a channel sender; the channel closing tells
-/// that all of them are gone (and with them every clone of the audit log).
-pub async fn serve(listener: TcpListener, state: Arc<State>, shutdown: impl Future<Output = ()>) {
-    let permits = Arc::new(Semaphore::new(state.limits.max_connections));
-    let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
-    let mut conns = JoinSet::new();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(pair) => pair,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                // Reap finished connections here rather than in a `join_next` branch: a
-                // branch would wake this task (often on the other worker, a futex call)
-                // every time a connection ends.
-                while conns.try_join_next().is_some() {}
-                let state = state.clone();
-                let done = done_tx.clone();
-                let permits = permits.clone();
-                conns.spawn(async move {
-                    // Over the limit, a connection waits briefly for a slot, then gets 503.
-                    let wait = state.limits.connection_wait;
-                    match tokio::time::timeout(wait, permits.acquire_owned()).await {
-                        Ok(Ok(permit)) => {
-                            serve_connection(stream, peer, state, done).await;
-                            drop(permit);
-                        }
-                        _ => refuse_over_limit(stream, peer, state).await,
-                    }
-                });
-            }
-        }
-    }
-    drop(listener);
-    drop(done_tx);
-    state.phase.send_replace(Phase::Draining);
-    let grace = state.limits.shutdown_grace;
-    if tokio::time::timeout(grace, done_rx.recv()).await.is_err() {
-        tracing::info!("closing connections and tunnels still open after the grace period");
-        state.phase.send_replace(Phase::Closing);
-        if tokio::time::timeout(Duration::from_secs(2), done_rx.recv())
-            .await
-            .is_err()
-        {
-            conns.shutdown().await;
-        }
-    }
-    state.phase.send_replace(Phase::Closing);
-}
-
 async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     state: Arc<State>,
     done: mpsc::Sender<()>,
+    upstream: Arc<forward::Upstream>,
 ) {
     let _ = stream.set_nodelay(true);
     let limits = &state.limits;
@@ -241,7 +183,8 @@ async fn serve_connection(
     let service = service_fn(move |req: Request<Incoming>| {
         let state = svc_state.clone();
         let done = done.clone();
-        async move { Ok::<_, Infallible>(handle(req, peer, state, done).await) }
+        let upstream = upstream.clone();
+        async move { Ok::<_, Infallible>(handle(req, peer, state, done, &upstream).await) }
     });
     let mut builder = http1::Builder::new();
     builder
@@ -292,6 +235,7 @@ async fn handle(
     peer: SocketAddr,
     state: Arc<State>,
     done: mpsc::Sender<()>,
+    upstream: &forward::Upstream,
 ) -> Response<Body> {
     let client = Client {
         addr: peer,
@@ -321,6 +265,6 @@ async fn handle(
     if req.method() == hyper::Method::CONNECT {
         tunnel::open(req, approved, state, client, done).await
     } else {
-        forward::forward(req, approved, state, client).await
+        forward::forward(req, approved, state, client, upstream).await
     }
 }

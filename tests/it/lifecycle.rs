@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::support::client::{get_via_proxy, request_bytes, send_raw, Conn};
+use crate::support::client::{connect_via_proxy, get_via_proxy, request_bytes, send_raw, Conn};
 use crate::support::org::{allowlist_json, Org};
 use crate::support::origin::Origin;
 use crate::support::proxy::{run_expect_exit, ProxyBuilder, AUDIT_TIMEOUT};
@@ -268,4 +268,82 @@ fn widening_policy_file_stops_serve_with_exit_2_naming_the_entry() {
         "entry not named:\n{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn workers_flag_starts_that_many_worker_threads_and_they_serve() {
+    let origin = Origin::start().await;
+    let proxy = ProxyBuilder::standard(origin.port())
+        .arg("--workers")
+        .arg("3")
+        .start()
+        .await;
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", proxy.pid())).unwrap();
+    let workers = tasks
+        .filter_map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).ok())
+        .filter(|comm| comm.starts_with("egress-worker-"))
+        .count();
+    assert_eq!(workers, 3, "{}", proxy.diagnostics());
+    // Each request on its own connection: whichever worker accepts it serves it.
+    for i in 0..12 {
+        let url = format!("http://allowed.test:{}/{i}", origin.port());
+        let resp = get_via_proxy(proxy.addr, &url, &[]).await;
+        assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+    }
+}
+
+#[test]
+fn zero_workers_is_a_usage_error() {
+    let dir = unique_temp_dir("zero-workers");
+    let org_path = dir.join("org.toml");
+    std::fs::write(
+        &org_path,
+        "version = 1\nallowed_domains = [\"allowed.test\"]\n",
+    )
+    .unwrap();
+    let (code, stderr) = run_expect_exit(&[
+        "serve",
+        "--org",
+        org_path.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "0",
+    ]);
+    assert_eq!(code, Some(2), "stderr:\n{stderr}");
+    assert!(stderr.contains("--workers"), "flag not named:\n{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn sigterm_keeps_an_open_tunnel_through_the_grace_period_then_closes_it() {
+    let origin = Origin::start().await;
+    let mut proxy = ProxyBuilder::standard(origin.port())
+        .arg("--shutdown-grace")
+        .arg("2")
+        .start()
+        .await;
+    let target = format!("allowed.test:{}", origin.port());
+    let (resp, mut tunnel) = connect_via_proxy(proxy.addr, &target, &[]).await;
+    assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+    let signalled = std::time::Instant::now();
+    proxy.send_term();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Inside the grace period the tunnel still carries a request and its answer.
+    let get = format!("GET /during-grace HTTP/1.1\r\nHost: {target}\r\n\r\n");
+    tunnel.send(get.as_bytes()).await;
+    let resp = tunnel.read_response().await;
+    assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+    assert!(
+        signalled.elapsed() < std::time::Duration::from_secs(2),
+        "the request ran past the grace period; the test proves nothing"
+    );
+    // Once the grace period is over the proxy closes the tunnel and exits 0.
+    assert!(tunnel.closed_by_peer().await, "{}", proxy.diagnostics());
+    let status = proxy.wait_exit().await;
+    assert_eq!(status.code(), Some(0), "{status}\n{}", proxy.diagnostics());
+    assert!(origin
+        .requests()
+        .iter()
+        .any(|r| r.target == "/during-grace"));
 }

@@ -63,8 +63,11 @@ async fn slow_header_client_is_cut_off_and_others_are_served() {
     );
     assert!(
         proxy
-            .stderr()
-            .contains("sent no complete request head in time"),
+            .stderr_shows(
+                "sent no complete request head in time",
+                Duration::from_secs(2)
+            )
+            .await,
         "the header timeout is logged\n{}",
         proxy.diagnostics()
     );

@@ -333,6 +333,21 @@ impl Proxy {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Whether stderr shows `needle` within `limit` (a reader thread copies it in, so a
+    /// line the proxy just wrote may not be there yet).
+    pub async fn stderr_shows(&self, needle: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self.stderr().contains(needle) {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The audit file's text ("" while it does not exist).
     pub fn audit_text(&self) -> String {
         std::fs::read_to_string(&self.audit_path).unwrap_or_default()
@@ -422,6 +437,12 @@ impl Proxy {
 
     /// Send SIGTERM and wait (bounded) for the exit status.
     pub async fn terminate(&mut self) -> ExitStatus {
+        self.send_term();
+        self.wait_exit().await
+    }
+
+    /// Send SIGTERM, without waiting.
+    pub fn send_term(&self) {
         let pid = self.pid().to_string();
         let sent = Command::new("kill")
             .arg("-TERM")
@@ -429,6 +450,10 @@ impl Proxy {
             .status()
             .expect("run kill");
         assert!(sent.success(), "kill -TERM {pid} failed");
+    }
+
+    /// Wait (at most 10 s) for the process to exit; panics if it does not.
+    pub async fn wait_exit(&mut self) -> ExitStatus {
         let started = Instant::now();
         loop {
             let child = self.child.as_mut().expect("child");
@@ -441,7 +466,7 @@ impl Proxy {
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!(
-                    "egress-proxy did not exit within 10 s of SIGTERM\n{}",
+                    "egress-proxy did not exit within 10 s\n{}",
                     self.diagnostics()
                 );
             }

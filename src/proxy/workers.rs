@@ -1,0 +1,173 @@
+//! The accept side: one single-threaded runtime per worker thread, each accepting on its
+//! own handle of the one listening socket.
+//!
+//! With tokio's shared multi-threaded scheduler, a proxied request hops between threads:
+//! the client connection's task on one worker, the pooled upstream connection's task on
+//! another, each hand-over a futex wake and a context switch (the keep-alive profile
+//! showed about an eighth of the proxy's time there). Here a connection, its upstream
+//! connections (each worker has its own pool) and its tunnel live on one thread, so a
+//! hand-over is a queue push. The kernel spreads new connections over the workers that
+//! wait in `accept`.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinSet;
+
+use super::forward::Upstream;
+use super::{refuse_over_limit, serve_connection, Phase, State};
+
+/// How long connections still open when the grace period ends get to close on their
+/// own before they are cut.
+const CLOSING_WAIT: Duration = Duration::from_secs(2);
+
+/// The number of workers when none is asked for: one per core the process may use.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Running worker threads, each accepting connections until [`Server::run`]'s shutdown.
+pub struct Server {
+    state: Arc<State>,
+    threads: Vec<JoinHandle<()>>,
+    order: watch::Sender<Order>,
+    /// Every connection and tunnel holds a clone of this channel's sender: the channel
+    /// closing tells that all of them are gone (and with them their audit log clones).
+    done: mpsc::Receiver<()>,
+}
+
+impl Server {
+    /// Start `workers` threads (at least one) accepting on `listener`. Must be called
+    /// inside a tokio runtime (the listener is registered with it).
+    pub fn start(listener: TcpListener, state: Arc<State>, workers: usize) -> io::Result<Server> {
+        let listener = listener.into_std()?;
+        let permits = Arc::new(Semaphore::new(state.limits.max_connections));
+        let (order, order_rx) = watch::channel(Order::Accept);
+        let (done_tx, done) = mpsc::channel::<()>(1);
+        let mut threads = Vec::new();
+        for i in 0..workers.max(1) {
+            let listener = listener.try_clone()?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let worker = Worker {
+                state: state.clone(),
+                permits: permits.clone(),
+                order: order_rx.clone(),
+                done: done_tx.clone(),
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("egress-worker-{i}"))
+                .spawn(move || {
+                    runtime.block_on(async move {
+                        match TcpListener::from_std(listener) {
+                            Ok(listener) => worker.accept_loop(listener).await,
+                            Err(e) => tracing::error!(error = %e, "a worker cannot listen"),
+                        }
+                    })
+                })?;
+            threads.push(thread);
+        }
+        Ok(Server {
+            state,
+            threads,
+            order,
+            done,
+        })
+    }
+
+    /// Serve until `shutdown` completes, then give open connections and tunnels
+    /// `limits.shutdown_grace` to finish and close the rest; returns once every worker
+    /// has stopped.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        shutdown.await;
+        self.order.send_replace(Order::StopAccepting);
+        let state = &self.state;
+        state.phase.send_replace(Phase::Draining);
+        let grace = state.limits.shutdown_grace;
+        if tokio::time::timeout(grace, self.done.recv()).await.is_err() {
+            tracing::info!("closing connections and tunnels still open after the grace period");
+            state.phase.send_replace(Phase::Closing);
+            let _ = tokio::time::timeout(CLOSING_WAIT, self.done.recv()).await;
+        }
+        state.phase.send_replace(Phase::Closing);
+        self.order.send_replace(Order::Exit);
+        let threads = std::mem::take(&mut self.threads);
+        let joined = tokio::task::spawn_blocking(move || {
+            for thread in threads {
+                let _ = thread.join();
+            }
+        });
+        let _ = joined.await;
+    }
+}
+
+/// What the server tells its workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Order {
+    Accept,
+    /// Shutting down: accept no more, let what is open finish.
+    StopAccepting,
+    /// Everything has ended or its time is up: cut what is left and stop the thread
+    /// (its runtime drops every task still on it, tunnels included).
+    Exit,
+}
+
+/// What one worker thread holds.
+struct Worker {
+    state: Arc<State>,
+    permits: Arc<Semaphore>,
+    order: watch::Receiver<Order>,
+    done: mpsc::Sender<()>,
+}
+
+impl Worker {
+    /// Accept until told to stop, then keep running this worker's connections and
+    /// tunnels (they end themselves as the phase moves on) until told to exit.
+    async fn accept_loop(mut self, listener: TcpListener) {
+        let upstream = Arc::new(Upstream::new(self.state.limits.connect_timeout));
+        let mut conns = JoinSet::new();
+        loop {
+            tokio::select! {
+                _ = self.order.wait_for(|order| *order != Order::Accept) => break,
+                accepted = listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(pair) => pair,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    // Reap finished connections here rather than in a `join_next`
+                    // branch, which would wake this loop every time a connection ends.
+                    while conns.try_join_next().is_some() {}
+                    let state = self.state.clone();
+                    let done = self.done.clone();
+                    let permits = self.permits.clone();
+                    let upstream = upstream.clone();
+                    conns.spawn(async move {
+                        // Over the limit, a connection waits briefly for a slot, then 503.
+                        let wait = state.limits.connection_wait;
+                        match tokio::time::timeout(wait, permits.acquire_owned()).await {
+                            Ok(Ok(permit)) => {
+                                serve_connection(stream, peer, state, done, upstream).await;
+                                drop(permit);
+                            }
+                            _ => refuse_over_limit(stream, peer, state).await,
+                        }
+                    });
+                }
+            }
+        }
+        drop(listener);
+        drop(self.done);
+        let _ = self.order.wait_for(|order| *order == Order::Exit).await;
+        conns.shutdown().await;
+    }
+}
