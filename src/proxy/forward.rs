@@ -1,26 +1,21 @@
 //! Plain HTTP forwarding: hop-by-hop headers stripped, `Host` rewritten to the approved
-//! authority, the request sent over a pooled connection to exactly the checked address.
+//! authority, the request sent over a pooled connection to a checked address.
 
-use std::error::Error as _;
-use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST};
 use hyper::{Request, Response, StatusCode, Uri};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::rt::TokioExecutor;
 
 use super::judge::{audit_allowed, plain_url, Approved, Failure};
+use super::pool::{Lease, SendError, Upstream};
 use super::{answer, Body, Client, State};
-use crate::net::dial::CheckedAddr;
+use crate::net::dial::DialError;
 use crate::policy::Host;
 
 /// Headers that describe one hop and are never forwarded (SPEC 10), besides those the
@@ -38,36 +33,13 @@ const HOP_BY_HOP: &[&str] = &[
     super::request::NETWORK_POLICY_HEADER,
 ];
 
-/// A pool of upstream connections (one per worker thread, so a connection's task runs
-/// on the thread of the requests that use it). Its URIs only ever carry addresses that passed the
-/// address check (see [`upstream_uri`]), so the pool is keyed by the checked address and
-/// the connector never resolves a name.
-#[derive(Clone)]
-pub struct Upstream {
-    client: HyperClient<HttpConnector, Body>,
-}
-
-impl Upstream {
-    pub fn new(connect_timeout: Duration) -> Upstream {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(connect_timeout));
-        connector.enforce_http(true);
-        let client = HyperClient::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .set_host(false)
-            .build(connector);
-        Upstream { client }
-    }
-}
-
 /// Forward an approved plain-HTTP request and return upstream's answer.
 pub async fn forward(
     req: Request<Incoming>,
     approved: Approved,
     state: Arc<State>,
     client: Client,
-    upstream: &Upstream,
+    upstream: &Arc<Upstream>,
 ) -> Response<Body> {
     // The URL is only for the allowed record: no string built when none is written.
     let url = if state.audit_allowed {
@@ -75,7 +47,6 @@ pub async fn forward(
     } else {
         None
     };
-    let checked = &approved.addrs[0];
     let (mut parts, body) = req.into_parts();
     let up_bytes = Arc::new(AtomicU64::new(0));
     let counter = up_bytes.clone();
@@ -92,13 +63,13 @@ pub async fn forward(
         HOST,
         host_value(&approved.target.host, approved.target.port),
     );
-    parts.uri = upstream_uri(checked, &parts.uri);
+    parts.uri = origin_form(&parts.uri);
     let head_up = parts.method.as_str().len() + parts.uri.path().len() + head_len(&parts.headers);
     up_bytes.fetch_add(head_up as u64, Ordering::Relaxed);
     let upstream_req = Request::from_parts(parts, body);
 
-    let resp = match upstream.client.request(upstream_req).await {
-        Ok(resp) => resp,
+    let (resp, lease) = match upstream.send(&approved.addrs, upstream_req).await {
+        Ok(sent) => sent,
         Err(e) => {
             let failure = upstream_failure(&e, &approved);
             tracing::info!(request_id = %client.request_id, error = %e, "{}", failure.message);
@@ -110,7 +81,7 @@ pub async fn forward(
         .observe_first_byte(approved.decided_at.elapsed());
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    let dialed = checked.addr();
+    let dialed = lease.addr().addr();
     let on_done: Box<dyn FnOnce(u64) + Send + Sync> = Box::new(move |down| {
         let up = up_bytes.load(Ordering::Relaxed);
         state.metrics.bytes_up.inc_by(up);
@@ -121,6 +92,8 @@ pub async fn forward(
         inner: body,
         down: head_len(&parts.headers) as u64,
         on_done: Some(on_done),
+        ended: false,
+        lease: Some((lease, upstream.clone())),
     };
     Response::from_parts(parts, body.boxed())
 }
@@ -162,39 +135,41 @@ fn host_value(host: &Host, port: u16) -> HeaderValue {
     HeaderValue::from_str(&text).expect("a normalised host is a valid header value")
 }
 
-/// The URI the pool dials: the checked address itself, with the request's path.
-fn upstream_uri(checked: &CheckedAddr, original: &Uri) -> Uri {
-    let path = original.path_and_query().map_or("/", |p| p.as_str());
-    let addr = checked.addr();
-    Uri::try_from(format!("http://{addr}{path}")).expect("an address and a parsed path form a URI")
+/// The request target upstream sees: the origin form (path and query) of `original`.
+fn origin_form(original: &Uri) -> Uri {
+    let mut parts = hyper::http::uri::Parts::default();
+    parts.path_and_query = Some(
+        original
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| hyper::http::uri::PathAndQuery::from_static("/")),
+    );
+    Uri::from_parts(parts).expect("a path alone is a valid URI")
 }
 
-fn upstream_failure(e: &hyper_util::client::legacy::Error, approved: &Approved) -> Failure {
-    let mut source = e.source();
-    while let Some(err) = source {
-        if let Some(io) = err.downcast_ref::<io::Error>() {
-            if io.kind() == io::ErrorKind::TimedOut {
-                return Failure::connect(&approved.target, true);
+fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
+    match e {
+        SendError::Dial(DialError::Timeout) => Failure::connect(&approved.target, true),
+        SendError::Dial(_) => Failure::connect(&approved.target, false),
+        SendError::Upstream(_) => {
+            let target = approved.target.host.authority(approved.target.port);
+            Failure {
+                status: StatusCode::BAD_GATEWAY,
+                message: format!("upstream failed: {target}"),
             }
         }
-        source = err.source();
-    }
-    if e.is_connect() {
-        return Failure::connect(&approved.target, false);
-    }
-    let target = approved.target.host.authority(approved.target.port);
-    Failure {
-        status: StatusCode::BAD_GATEWAY,
-        message: format!("upstream failed: {target}"),
     }
 }
 
 /// A response body that counts the bytes it carries and reports the total once, when it
 /// ends or is dropped (the client went away), for the allowed-connection audit record.
+/// Its upstream connection goes back to the pool only if the body was read to its end.
 struct Metered {
     inner: Incoming,
     down: u64,
     on_done: Option<Box<dyn FnOnce(u64) + Send + Sync>>,
+    ended: bool,
+    lease: Option<(Lease, Arc<Upstream>)>,
 }
 
 impl HttpBody for Metered {
@@ -206,10 +181,14 @@ impl HttpBody for Metered {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled {
-            if let Some(data) = frame.data_ref() {
-                self.down += data.len() as u64;
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    self.down += data.len() as u64;
+                }
             }
+            Poll::Ready(None) => self.ended = true,
+            _ => {}
         }
         polled
     }
@@ -227,6 +206,13 @@ impl Drop for Metered {
     fn drop(&mut self) {
         if let Some(done) = self.on_done.take() {
             done(self.down);
+        }
+        if let Some((lease, pool)) = self.lease.take() {
+            // hyper stops polling a body of known length after its last byte, so the end
+            // is also when nothing is left to read.
+            if self.ended || self.inner.is_end_stream() {
+                pool.put_back(lease);
+            }
         }
     }
 }

@@ -8,7 +8,8 @@
 //! - [`judge`]: the policy and address decisions for one request, ending in approved
 //!   addresses or a [`Refusal`].
 //! - [`answer`]: the one place a refusal becomes a response.
-//! - [`forward`]: plain HTTP forwarding through a pool of upstream connections.
+//! - [`forward`]: plain HTTP forwarding; [`pool`] keeps each worker's upstream
+//!   connections open between requests.
 //! - [`tunnel`]: `CONNECT` tunnels; [`relay`] copies their bytes, [`idle`] watches for
 //!   quiet ones and [`inspect`] judges their first bytes.
 
@@ -18,6 +19,7 @@ pub mod idle;
 pub mod inspect;
 pub mod judge;
 pub mod limits;
+pub mod pool;
 pub mod preflight;
 pub mod relay;
 pub mod request;
@@ -155,7 +157,7 @@ async fn serve_connection(
     peer: SocketAddr,
     state: Arc<State>,
     done: mpsc::Sender<()>,
-    upstream: Arc<forward::Upstream>,
+    upstream: Arc<pool::Upstream>,
 ) {
     let _ = stream.set_nodelay(true);
     let limits = &state.limits;
@@ -235,7 +237,7 @@ async fn handle(
     peer: SocketAddr,
     state: Arc<State>,
     done: mpsc::Sender<()>,
-    upstream: &forward::Upstream,
+    upstream: &Arc<pool::Upstream>,
 ) -> Response<Body> {
     let client = Client {
         addr: peer,

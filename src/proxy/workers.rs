@@ -5,7 +5,7 @@
 //! the client connection's task on one worker, the pooled upstream connection's task on
 //! another, each hand-over a futex wake and a context switch (the keep-alive profile
 //! showed about an eighth of the proxy's time there). Here a connection, its upstream
-//! connections (each worker has its own pool) and its tunnel live on one thread, so a
+//! connections (each worker has its own [`Upstream`] pool) and its tunnel live on one thread, so a
 //! hand-over is a queue push. The kernel spreads new connections over the workers that
 //! wait in `accept`.
 
@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 
-use super::forward::Upstream;
+use super::pool::{sweep_every, Upstream};
 use super::{refuse_over_limit, serve_connection, Phase, State};
 
 /// How long connections still open when the grace period ends get to close on their
@@ -131,6 +131,7 @@ impl Worker {
     /// tunnels (they end themselves as the phase moves on) until told to exit.
     async fn accept_loop(mut self, listener: TcpListener) {
         let upstream = Arc::new(Upstream::new(self.state.limits.connect_timeout));
+        tokio::spawn(sweep_every(upstream.clone(), Duration::from_secs(10)));
         let mut conns = JoinSet::new();
         loop {
             tokio::select! {

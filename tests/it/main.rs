@@ -26,3 +26,4 @@ mod reload;
 mod report;
 mod summary;
 mod support_selftest;
+mod upstream_pool;

@@ -1,0 +1,167 @@
+//! One worker's upstream HTTP/1.1 connections, kept open between requests.
+//!
+//! Connections are made by [`dial`], so only checked addresses are ever reached, and are
+//! kept by the address they reached: a request can only be sent over a connection to one
+//! of its own approved addresses. Every worker thread has its own pool, so a connection's
+//! task runs on the thread of the requests that use it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+
+use super::Body;
+use crate::net::dial::{dial, CheckedAddr, DialError};
+
+/// A kept-open connection unused for this long is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// At most this many kept-open connections per address; more are closed when returned.
+const MAX_IDLE_PER_ADDR: usize = 512;
+
+/// Why a request got no response from upstream.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// No approved address took a connection.
+    #[error("{0}")]
+    Dial(#[from] DialError),
+    /// The connection failed during the exchange.
+    #[error("{0}")]
+    Upstream(#[from] hyper::Error),
+}
+
+/// A connection lent to one exchange; [`Upstream::put_back`] keeps it for the next
+/// once the response body has been read to its end.
+pub struct Lease {
+    sender: SendRequest<Body>,
+    addr: CheckedAddr,
+}
+
+impl Lease {
+    /// The address this connection reached.
+    pub fn addr(&self) -> CheckedAddr {
+        self.addr
+    }
+}
+
+struct Idle {
+    sender: SendRequest<Body>,
+    since: Instant,
+}
+
+/// The pool of one worker.
+pub struct Upstream {
+    connect_timeout: Duration,
+    idle: Mutex<HashMap<SocketAddr, Vec<Idle>>>,
+}
+
+impl Upstream {
+    pub fn new(connect_timeout: Duration) -> Upstream {
+        Upstream {
+            connect_timeout,
+            idle: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Send `req` over a kept-open connection to one of `addrs`, or else over a new one
+    /// to the first of `addrs` (in order) that accepts.
+    pub async fn send(
+        &self,
+        addrs: &[CheckedAddr],
+        mut req: Request<Body>,
+    ) -> Result<(Response<Incoming>, Lease), SendError> {
+        // A kept-open connection that upstream closed meanwhile gives the request back
+        // unsent; it then goes to the next one, or to a new connection.
+        while let Some((mut sender, addr)) = self.checkout(addrs) {
+            match sender.try_send_request(req).await {
+                Ok(resp) => return Ok((resp, Lease { sender, addr })),
+                Err(mut e) => match e.take_message() {
+                    Some(unsent) => req = unsent,
+                    None => return Err(SendError::Upstream(e.into_error())),
+                },
+            }
+        }
+        let (stream, addr) = dial(addrs, self.connect_timeout).await?;
+        let (mut sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(upstream = %addr, error = %e, "upstream connection ended with an error");
+            }
+        });
+        let resp = sender.send_request(req).await?;
+        Ok((resp, Lease { sender, addr }))
+    }
+
+    /// Keep a connection whose exchange is complete, for the next request to its address.
+    pub fn put_back(&self, lease: Lease) {
+        if lease.sender.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        let list = idle.entry(lease.addr.addr()).or_default();
+        if list.len() < MAX_IDLE_PER_ADDR {
+            list.push(Idle {
+                sender: lease.sender,
+                since: Instant::now(),
+            });
+        }
+    }
+
+    /// Close kept-open connections that upstream closed or that sat unused too long.
+    pub fn sweep(&self) {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        for list in idle.values_mut() {
+            list.retain(|e| !e.sender.is_closed() && e.since.elapsed() < IDLE_TIMEOUT);
+        }
+        idle.retain(|_, list| !list.is_empty());
+    }
+
+    /// The most recently returned usable connection to the first of `addrs` that has one.
+    fn checkout(&self, addrs: &[CheckedAddr]) -> Option<(SendRequest<Body>, CheckedAddr)> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        for &addr in addrs {
+            let Some(list) = idle.get_mut(&addr.addr()) else {
+                continue;
+            };
+            let mut busy = Vec::new();
+            let mut found = None;
+            while let Some(entry) = list.pop() {
+                if entry.since.elapsed() >= IDLE_TIMEOUT {
+                    // Returned in time order: everything below is older still.
+                    list.clear();
+                    break;
+                }
+                if entry.sender.is_closed() {
+                    continue;
+                }
+                // Not yet ready for another request (its connection task has not
+                // caught up with the end of the last response): leave it for later.
+                if !entry.sender.is_ready() {
+                    busy.push(entry);
+                    continue;
+                }
+                found = Some(entry.sender);
+                break;
+            }
+            list.extend(busy.into_iter().rev());
+            if let Some(sender) = found {
+                return Some((sender, addr));
+            }
+        }
+        None
+    }
+}
+
+/// Sweep `pool` every few seconds, for as long as the worker runs.
+pub async fn sweep_every(pool: Arc<Upstream>, period: Duration) {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        pool.sweep();
+    }
+}

@@ -1,0 +1,114 @@
+//! The upstream connection pool: kept-open connections are reused, a connection
+//! upstream closed is never handed out, and an approved address that refuses the
+//! connection falls back to the next approved one.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::support::client::{get_via_proxy, Conn};
+use crate::support::org::{allowlist_json, Org};
+use crate::support::origin::Origin;
+use crate::support::proxy::ProxyBuilder;
+
+#[tokio::test]
+async fn requests_in_turn_share_one_upstream_connection() {
+    let origin = Origin::start().await;
+    // One worker, so every client connection draws on the same pool.
+    let proxy = ProxyBuilder::standard(origin.port())
+        .arg("--workers")
+        .arg("1")
+        .start()
+        .await;
+    let authority = format!("allowed.test:{}", origin.port());
+    let mut conn = Conn::open(proxy.addr).await;
+    for path in ["/one", "/two"] {
+        let req = format!("GET http://{authority}{path} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
+        conn.send(req.as_bytes()).await;
+        let resp = conn.read_response().await;
+        assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+    }
+    // A new client connection after the first one's exchanges ended.
+    let resp = get_via_proxy(proxy.addr, &format!("http://{authority}/three"), &[]).await;
+    assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+    assert_eq!(origin.hits(), 3);
+    assert_eq!(origin.connections(), 1, "{}", proxy.diagnostics());
+}
+
+/// An origin that answers one request per connection and then closes it, without
+/// saying so in the answer (no `Connection: close`). Returns its address and a count of
+/// the connections it accepted.
+async fn closing_origin() -> (std::net::SocketAddr, tokio::sync::watch::Receiver<usize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (count_tx, count) = tokio::sync::watch::channel(0usize);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            count_tx.send_modify(|n| *n += 1);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                let _ = stream.write_all(answer).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    (addr, count)
+}
+
+#[tokio::test]
+async fn a_connection_upstream_closed_is_not_reused() {
+    let (addr, connections) = closing_origin().await;
+    let proxy = ProxyBuilder::standard(addr.port()).start().await;
+    let authority = format!("allowed.test:{}", addr.port());
+    let mut conn = Conn::open(proxy.addr).await;
+    for path in ["/one", "/two"] {
+        let req = format!("GET http://{authority}{path} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
+        conn.send(req.as_bytes()).await;
+        let resp = conn.read_response().await;
+        assert_eq!(
+            resp.status,
+            200,
+            "{path}: {resp:?}\n{}",
+            proxy.diagnostics()
+        );
+        assert_eq!(resp.text(), "ok");
+        // Time for the proxy to see upstream's close before the next request.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(*connections.borrow(), 2, "{}", proxy.diagnostics());
+}
+
+#[tokio::test]
+async fn a_refusing_address_falls_back_to_the_next_approved_one() {
+    // The origin on 127.0.0.2; nothing listens on 127.0.0.3 at its port.
+    let origin = Origin::start_at("second", "127.0.0.2:0".parse().unwrap())
+        .await
+        .unwrap();
+    let proxy = ProxyBuilder::new(Org::standard(origin.port()).to_toml())
+        .policy(allowlist_json(&["allowed.test"]))
+        .pin_to("allowed.test", "127.0.0.3")
+        .pin_to("allowed.test", "127.0.0.2")
+        .audit_allowed()
+        .start()
+        .await;
+    let url = format!("http://allowed.test:{}/fallback", origin.port());
+    let resp = get_via_proxy(proxy.addr, &url, &[]).await;
+    assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+    assert_eq!(resp.text(), "origin:second");
+    let record = proxy
+        .wait_audit(
+            |r| r["event"] == "egress.allowed",
+            crate::support::proxy::AUDIT_TIMEOUT,
+        )
+        .await;
+    assert_eq!(record["resolved_ip"], "127.0.0.2", "{record}");
+}
