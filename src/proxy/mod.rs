@@ -8,8 +8,9 @@
 //!   addresses or a [`Refusal`].
 //! - [`answer`]: the one place a refusal becomes a response.
 //! - [`forward`]: plain HTTP forwarding through a pool of upstream connections.
-//! - [`tunnel`]: `CONNECT` tunnels; [`relay`] copies their bytes, [`idle`] watches for
-//!   quiet ones and [`inspect`] judges their first bytes.
+//! - [`tunnel`]: `CONNECT` tunnels; [`relay`] copies their bytes (on Linux through
+//!   `splice`, socket to pipe to socket), [`idle`] watches for quiet ones and [`inspect`]
+//!   judges their first bytes.
 
 pub mod answer;
 pub mod forward;
@@ -20,6 +21,8 @@ pub mod limits;
 pub mod preflight;
 pub mod relay;
 pub mod request;
+#[cfg(target_os = "linux")]
+pub mod splice;
 pub mod tunnel;
 
 use std::convert::Infallible;
