@@ -11,7 +11,8 @@
 //! - [`policy`]: the pure policy core: raw file shapes, compiling, host names and
 //!   patterns, the narrowing relation, the decision, shared hosting, address classes.
 //! - [`proxy`]: the server: worker threads (a runtime each) accepting connections,
-//!   judging a request, answers, HTTP forwarding, `CONNECT` tunnels.
+//!   judging a request, answers, HTTP forwarding, `CONNECT` tunnels (relayed with
+//!   splice(2) on Linux, copied elsewhere).
 //! - [`net`]: resolving (pins, a chosen DNS server) and dialing checked addresses only.
 //! - [`audit`]: the audit record and its writer.
 //! - [`admin`]: the control plane on its own listener: the session calls, reload

@@ -10,8 +10,9 @@
 //! - [`answer`]: the one place a refusal becomes a response.
 //! - [`forward`]: plain HTTP forwarding; [`pool`] keeps each worker's upstream
 //!   connections open between requests.
-//! - [`tunnel`]: `CONNECT` tunnels; [`relay`] copies their bytes, [`idle`] watches for
-//!   quiet ones and [`inspect`] judges their first bytes.
+//! - [`tunnel`]: `CONNECT` tunnels; [`relay`] copies their bytes (on Linux bulk bytes
+//!   through `splice`, socket to pipe to socket), [`idle`] watches for quiet ones and
+//!   [`inspect`] judges their first bytes.
 
 pub mod answer;
 pub mod forward;
@@ -23,6 +24,8 @@ pub mod pool;
 pub mod preflight;
 pub mod relay;
 pub mod request;
+#[cfg(target_os = "linux")]
+pub mod splice;
 pub mod tunnel;
 pub mod workers;
 

@@ -3,9 +3,11 @@
 //! `tokio::io::copy_bidirectional` holds two buffers for the whole life of a tunnel (8 KiB
 //! each by default): small buffers cost throughput (a read and a write system call per
 //! 8 KiB), large ones cost memory on every idle tunnel. Here each direction waits for
-//! readiness holding no buffer, takes a large one only while bytes flow, and lets it go
-//! as soon as a read would block. An idle tunnel then holds sockets and a task, no
-//! buffers; a busy one moves [`CHUNK`] bytes a system call.
+//! readiness holding nothing, and only for a burst of bytes takes what it needs to move
+//! them: on Linux a pipe, to `splice(2)` them from socket to socket without copying them
+//! through user space; elsewhere, or when no pipe can be had (out of descriptors), a
+//! [`CHUNK`] buffer. Either is let go as soon as the source would block, so an idle
+//! tunnel holds sockets and a task, no buffers and no pipes.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +19,8 @@ use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 
 use super::idle::{Activity, Watched};
+#[cfg(target_os = "linux")]
+use super::splice;
 
 /// The most bytes moved by one read and one write.
 pub const CHUNK: usize = 64 * 1024;
@@ -51,47 +55,119 @@ pub async fn both_ways(
     tcp_both_ways(parts.io.into_inner(), upstream, &up, &down, activity).await
 }
 
-/// [`both_ways`] between two TCP connections.
+/// [`both_ways`] between two TCP connections: spliced where the platform allows.
 async fn tcp_both_ways(
+    client: TcpStream,
+    upstream: TcpStream,
+    up: &AtomicU64,
+    down: &AtomicU64,
+    activity: &Activity,
+) -> io::Result<()> {
+    let zero_copy = cfg!(target_os = "linux");
+    tcp_relay(client, upstream, up, down, activity, zero_copy).await
+}
+
+/// [`tcp_both_ways`], splicing only if `zero_copy` (tests turn it off to check the copy).
+async fn tcp_relay(
     mut client: TcpStream,
     mut upstream: TcpStream,
     up: &AtomicU64,
     down: &AtomicU64,
     activity: &Activity,
+    zero_copy: bool,
 ) -> io::Result<()> {
     let (client_read, client_write) = client.split();
     let (upstream_read, upstream_write) = upstream.split();
     tokio::try_join!(
-        one_way(client_read, upstream_write, up, activity),
-        one_way(upstream_read, client_write, down, activity),
+        one_way(client_read, upstream_write, up, activity, zero_copy),
+        one_way(upstream_read, client_write, down, activity, zero_copy),
     )?;
     Ok(())
 }
 
+/// How a burst of bytes ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Burst {
+    /// The source ended (EOF).
+    Ended,
+    /// The source has nothing more for now.
+    WouldBlock,
+    /// A read filled the whole buffer: a bulk transfer, worth a pipe.
+    Bulk,
+}
+
 /// Copy `from` to `to` until `from` ends, then shut `to` down for writing.
+///
+/// Every burst starts with copies through a buffer, so a small message costs a read and
+/// a write. Only once a read fills the whole buffer (a bulk transfer) does the rest of
+/// the burst go through a pipe, when splicing is on and a full-size pipe can be had.
 async fn one_way(
     from: ReadHalf<'_>,
     mut to: WriteHalf<'_>,
     count: &AtomicU64,
     activity: &Activity,
+    zero_copy: bool,
 ) -> io::Result<()> {
     loop {
         from.readable().await?;
-        let mut buf = Vec::with_capacity(CHUNK);
-        loop {
-            buf.clear();
-            match from.try_read_buf(&mut buf) {
-                Ok(0) => return to.shutdown().await,
-                Ok(n) => {
-                    count.fetch_add(n as u64, Ordering::Relaxed);
-                    activity.touch();
-                    to.write_all(&buf).await?;
-                    activity.touch();
+        let mut burst = copy_burst(&from, &mut to, count, activity, zero_copy).await?;
+        if burst == Burst::Bulk {
+            burst = match pipe(zero_copy) {
+                #[cfg(target_os = "linux")]
+                Some(pipe) => match pipe
+                    .burst(from.as_ref(), to.as_ref(), count, activity)
+                    .await?
+                {
+                    true => Burst::Ended,
+                    false => Burst::WouldBlock,
+                },
+                _ => copy_burst(&from, &mut to, count, activity, false).await?,
+            };
+        }
+        if burst == Burst::Ended {
+            return to.shutdown().await;
+        }
+    }
+}
+
+/// A pipe for one burst, if splicing is on and one can be had.
+#[cfg(target_os = "linux")]
+fn pipe(zero_copy: bool) -> Option<splice::Pipe> {
+    zero_copy.then(splice::Pipe::new)?.ok()
+}
+
+/// No splicing here: every burst is copied.
+#[cfg(not(target_os = "linux"))]
+fn pipe(_zero_copy: bool) -> Option<std::convert::Infallible> {
+    None
+}
+
+/// Copy through a [`CHUNK`] buffer until `from` would block (the buffer is then let go)
+/// or ends, or, if `stop_on_bulk`, until a read fills the whole buffer.
+async fn copy_burst(
+    from: &ReadHalf<'_>,
+    to: &mut WriteHalf<'_>,
+    count: &AtomicU64,
+    activity: &Activity,
+    stop_on_bulk: bool,
+) -> io::Result<Burst> {
+    let mut buf = Vec::with_capacity(CHUNK);
+    loop {
+        buf.clear();
+        match from.try_read_buf(&mut buf) {
+            Ok(0) => return Ok(Burst::Ended),
+            Ok(n) => {
+                count.fetch_add(n as u64, Ordering::Relaxed);
+                activity.touch();
+                to.write_all(&buf).await?;
+                activity.touch();
+                if stop_on_bulk && n == CHUNK {
+                    return Ok(Burst::Bulk);
                 }
-                // Nothing more for now: wait for readiness again without the buffer.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(e),
             }
+            // Nothing more for now: wait for readiness again without the buffer.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Burst::WouldBlock),
+            Err(e) => return Err(e),
         }
     }
 }
@@ -99,8 +175,10 @@ async fn one_way(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
     use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
+    use tokio::time::timeout;
 
     /// A connected pair of TCP streams on loopback.
     async fn pair() -> (TcpStream, TcpStream) {
@@ -110,13 +188,17 @@ mod tests {
         (near.unwrap(), far.unwrap().0)
     }
 
-    #[tokio::test]
-    async fn copies_both_ways_counts_and_passes_each_end_on() {
+    /// `len` bytes that differ from any shift of themselves by less than 251.
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len).map(|i| (i % 251) as u8 ^ seed).collect()
+    }
+
+    async fn copies_both_ways_counts_and_passes_each_end_on(zero_copy: bool) {
         let (mut client, client_side) = pair().await;
         let (upstream_side, mut origin) = pair().await;
         let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
         let activity = Activity::new();
-        let relay = tcp_both_ways(client_side, upstream_side, &up, &down, &activity);
+        let relay = tcp_relay(client_side, upstream_side, &up, &down, &activity, zero_copy);
         let ends = async {
             // More than a chunk up, so the loop goes round; then the client's EOF.
             let big = vec![7u8; 3 * CHUNK + 5];
@@ -136,5 +218,99 @@ mod tests {
         relayed.unwrap();
         assert_eq!(up.load(Ordering::Relaxed), 3 * CHUNK as u64 + 5);
         assert_eq!(down.load(Ordering::Relaxed), 6);
+    }
+
+    #[tokio::test]
+    async fn spliced_copies_both_ways_counts_and_passes_each_end_on() {
+        copies_both_ways_counts_and_passes_each_end_on(true).await;
+    }
+
+    #[tokio::test]
+    async fn copied_copies_both_ways_counts_and_passes_each_end_on() {
+        copies_both_ways_counts_and_passes_each_end_on(false).await;
+    }
+
+    /// Several MiB each way at once, every byte checked.
+    async fn large_transfer_both_ways_at_once(zero_copy: bool) {
+        const LEN: usize = 8 * 1024 * 1024 + 13;
+        let (client, client_side) = pair().await;
+        let (upstream_side, origin) = pair().await;
+        let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
+        let activity = Activity::new();
+        let relay = tcp_relay(client_side, upstream_side, &up, &down, &activity, zero_copy);
+        // Each end sends its pattern and reads the other's, both at once.
+        let end = |mut stream: TcpStream, seed: u8| async move {
+            let (mut read, mut write) = stream.split();
+            let send = async {
+                write.write_all(&pattern(LEN, seed)).await.unwrap();
+                write.shutdown().await.unwrap();
+            };
+            let mut got = Vec::with_capacity(LEN);
+            let (_, read) = tokio::join!(send, read.read_to_end(&mut got));
+            read.unwrap();
+            got
+        };
+        let ends = async { tokio::join!(end(client, 1), end(origin, 2)) };
+        let (relayed, (at_client, at_origin)) =
+            timeout(Duration::from_secs(60), async { tokio::join!(relay, ends) })
+                .await
+                .expect("the relay finishes");
+        relayed.unwrap();
+        assert!(at_origin == pattern(LEN, 1), "every byte up, in order");
+        assert!(at_client == pattern(LEN, 2), "every byte down, in order");
+        assert_eq!(up.load(Ordering::Relaxed), LEN as u64);
+        assert_eq!(down.load(Ordering::Relaxed), LEN as u64);
+    }
+
+    #[tokio::test]
+    async fn spliced_large_transfer_both_ways_at_once() {
+        large_transfer_both_ways_at_once(true).await;
+    }
+
+    #[tokio::test]
+    async fn copied_large_transfer_both_ways_at_once() {
+        large_transfer_both_ways_at_once(false).await;
+    }
+
+    /// The origin resets its connection while the client is still sending: the relay
+    /// ends with an error, and does not hang.
+    async fn peer_reset_mid_transfer_ends_with_an_error(zero_copy: bool) {
+        let (mut client, client_side) = pair().await;
+        let (upstream_side, mut origin) = pair().await;
+        let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
+        let activity = Activity::new();
+        let relay = tcp_relay(client_side, upstream_side, &up, &down, &activity, zero_copy);
+        let sending = tokio::spawn(async move {
+            let chunk = pattern(CHUNK, 3);
+            // Fails once the relay gives up and closes its end.
+            while client.write_all(&chunk).await.is_ok() {}
+        });
+        let reset = async {
+            let mut got = vec![0u8; 1024 * 1024];
+            origin.read_exact(&mut got).await.unwrap();
+            origin.set_zero_linger().unwrap();
+            drop(origin);
+        };
+        let (relayed, ()) = timeout(Duration::from_secs(30), async {
+            tokio::join!(relay, reset)
+        })
+        .await
+        .expect("the relay ends");
+        assert!(relayed.is_err(), "a reset is an error: {relayed:?}");
+        assert!(up.load(Ordering::Relaxed) >= 1024 * 1024);
+        timeout(Duration::from_secs(30), sending)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn spliced_peer_reset_mid_transfer_ends_with_an_error() {
+        peer_reset_mid_transfer_ends_with_an_error(true).await;
+    }
+
+    #[tokio::test]
+    async fn copied_peer_reset_mid_transfer_ends_with_an_error() {
+        peer_reset_mid_transfer_ends_with_an_error(false).await;
     }
 }
