@@ -216,7 +216,7 @@ fn domain_set_index() {
         ("badexample.com",  &[]),
     ];
     for (h, want) in cases {
-        let got: Vec<&str> = set.matching(&host(h)).map(|e| e.text.as_str()).collect();
+        let got: Vec<&str> = set.matching(&host(h)).map(|e| &*e.text).collect();
         assert_eq!(got, *want, "{h}");
     }
 }
