@@ -188,7 +188,7 @@ fn check_one(
                 ip,
                 verdict: d.verdict,
                 reason: d.reason.map(|r| r.as_str()),
-                rule: d.rule,
+                rule: d.rule.as_deref().map(str::to_owned),
             });
         }
     }
@@ -213,7 +213,7 @@ fn from_decision(raw: &str, target: &Target, d: &Decision) -> Checked {
         port: target.port,
         verdict: d.verdict,
         reason: d.reason.map(|r| r.as_str()),
-        rule: d.rule.clone(),
+        rule: d.rule.as_deref().map(str::to_owned),
         level: d.level.as_str(),
         shared_hosting: d.shared_hosting,
         addresses: Vec::new(),

@@ -66,7 +66,7 @@ pub(crate) fn normal_form(e: &DomainEntry) -> String {
 
 fn entry_rules(sink: &mut Sink, e: &DomainEntry, offset: usize, ctx: &ListCtx) {
     let normal = normal_form(e);
-    if normal != e.text {
+    if normal != *e.text {
         let msg = format!(
             "{}: `{}` is not in normal form (lower case, no trailing dot, IDNA `xn--` form); write `{normal}`",
             ctx.name, e.text

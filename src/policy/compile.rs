@@ -15,7 +15,7 @@ use super::host::DomainEntry;
 
 #[path = "domain_set.rs"]
 mod domain_set;
-pub use domain_set::{DomainSet, Fnv};
+pub use domain_set::{DomainSet, Matching, NameProbe};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {

@@ -216,9 +216,43 @@ fn domain_set_index() {
         ("badexample.com",  &[]),
     ];
     for (h, want) in cases {
-        let got: Vec<&str> = set.matching(&host(h)).map(|e| e.text.as_str()).collect();
+        let got: Vec<&str> = set.matching(&host(h)).map(|e| &*e.text).collect();
         assert_eq!(got, *want, "{h}");
     }
+}
+
+/// Entries for one name share a chain in the index: they come back in entry order, and
+/// `subtrees_at_or_above` counts a base equal to the name.
+#[test]
+fn domain_set_index_chains_keep_entry_order() {
+    let set = DomainSet::from_entries(
+        [
+            "*.example.com:8443",
+            "api.example.com:443",
+            "*.example.com",
+            "api.example.com",
+        ]
+        .iter()
+        .map(|s| DomainEntry::parse(s).unwrap())
+        .collect(),
+    );
+    let got: Vec<&str> = set
+        .matching(&host("api.example.com"))
+        .map(|e| &*e.text)
+        .collect();
+    let want = [
+        "api.example.com:443",
+        "api.example.com",
+        "*.example.com:8443",
+        "*.example.com",
+    ];
+    assert_eq!(got, want);
+    let above: Vec<&str> = set
+        .subtrees_at_or_above(&host("example.com"))
+        .map(|e| &*e.text)
+        .collect();
+    assert_eq!(above, ["*.example.com:8443", "*.example.com"]);
+    assert_eq!(set.subtrees_at_or_above(&host("com")).count(), 0);
 }
 
 #[test]

@@ -2,12 +2,13 @@
 //! the target, saying allow or deny, why, by which rule and at which level.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use serde::Serialize;
 
 use super::address::refused_class;
-use super::compile::{Mode, OrgPolicy, RequestPolicy, SharedHostingAction};
+use super::compile::{Mode, NameProbe, OrgPolicy, RequestPolicy, SharedHostingAction};
 use super::host::{Host, HostName};
 use super::shared_hosting;
 
@@ -134,8 +135,9 @@ impl Level {
 pub struct Decision {
     pub verdict: Verdict,
     pub reason: Option<Reason>,
-    /// The entry that decided (the org allow entry for an allow), as written.
-    pub rule: Option<String>,
+    /// The entry that decided (the org allow entry for an allow), as written. Shared with
+    /// the compiled entry, so deciding does not allocate.
+    pub rule: Option<Arc<str>>,
     pub level: Level,
     pub shared_hosting: bool,
 }
@@ -146,7 +148,7 @@ impl Decision {
         matches!(self.verdict, Verdict::Allow | Verdict::WouldDeny)
     }
 
-    pub fn deny(reason: Reason, level: Level, rule: Option<String>) -> Decision {
+    pub fn deny(reason: Reason, level: Level, rule: Option<Arc<str>>) -> Decision {
         Decision {
             verdict: Verdict::Deny,
             reason: Some(reason),
@@ -156,7 +158,7 @@ impl Decision {
         }
     }
 
-    fn allow(level: Level, rule: Option<String>) -> Decision {
+    fn allow(level: Level, rule: Option<Arc<str>>) -> Decision {
         Decision {
             verdict: Verdict::Allow,
             reason: None,
@@ -214,18 +216,20 @@ fn allow_level(eff: &Effective) -> Level {
 
 fn decide_name(eff: &Effective, host: &HostName, port: u16) -> (Decision, bool) {
     let org = eff.org;
-    let shared = shared_hosting::classify(host, &org.shared_hosting_extra);
+    // One pass over the host serves every set below.
+    let probe = NameProbe::new(host);
+    let shared = shared_hosting::classify_probe(&probe, &org.shared_hosting_extra);
     let decision = (|| {
         // A denied entry with a port denies that port only; without one, every port.
         let denied = org
             .denied
-            .matching(host)
+            .matching_probe(&probe)
             .find(|e| e.port.is_none_or(|p| p == port));
         if let Some(e) = denied {
             return Decision::deny(Reason::DeniedDomain, Level::Org, Some(e.text.clone()));
         }
         let ports = &org.allowed_ports;
-        let mut matching = org.allowed.matching(host).peekable();
+        let mut matching = org.allowed.matching_probe(&probe).peekable();
         let Some(first) = matching.peek().copied() else {
             return Decision::deny(Reason::NotInOrgAllowlist, Level::Org, None);
         };
@@ -237,7 +241,7 @@ fn decide_name(eff: &Effective, host: &HostName, port: u16) -> (Decision, bool) 
             let RequestPolicy::Allowlist { domains, .. } = level else {
                 return Decision::deny(Reason::NetworkDisabled, Level::Request, None);
             };
-            let mut matching = domains.matching(host).peekable();
+            let mut matching = domains.matching_probe(&probe).peekable();
             let Some(first) = matching.peek().copied() else {
                 return Decision::deny(Reason::NotInRequestPolicy, Level::Request, None);
             };
@@ -246,8 +250,10 @@ fn decide_name(eff: &Effective, host: &HostName, port: u16) -> (Decision, bool) 
                 return Decision::deny(Reason::PortNotAllowed, Level::Request, rule);
             }
         }
-        if shared.is_some() && org.shared_hosting_action == SharedHostingAction::Deny {
-            return Decision::deny(Reason::SharedHosting, Level::Org, shared.clone());
+        if let Some(why) = shared {
+            if org.shared_hosting_action == SharedHostingAction::Deny {
+                return Decision::deny(Reason::SharedHosting, Level::Org, Some(Arc::from(why)));
+            }
         }
         Decision::allow(allow_level(eff), Some(rule.text.clone()))
     })();
@@ -271,7 +277,7 @@ fn decide_ip(eff: &Effective, ip: IpAddr, port: u16) -> Decision {
             None => Decision::deny(Reason::NotInOrgAllowlist, Level::Org, None),
         };
     };
-    let rule = Some(net.to_string());
+    let rule = Some(Arc::from(net.to_string()));
     if !org.allowed_ports.contains(&port) {
         return Decision::deny(Reason::PortNotAllowed, Level::Org, rule);
     }
@@ -302,7 +308,7 @@ pub fn check_address(eff: &Effective, ip: IpAddr, own: &[SocketAddr], port: u16)
         IpAddr::V6(v6) => v6.is_unspecified(),
     };
     if this_host {
-        let rule = Some("unspecified address (this host)".to_string());
+        let rule = Some(Arc::from("unspecified address (this host)"));
         return Decision::deny(Reason::PrivateAddress, Level::Address, rule);
     }
     let own_listener = own.iter().any(|sa| {
@@ -311,7 +317,7 @@ pub fn check_address(eff: &Effective, ip: IpAddr, own: &[SocketAddr], port: u16)
                 || (sa.ip().is_unspecified() && (class.is_some() || ip.is_unspecified())))
     });
     if own_listener {
-        let rule = Some("own listener".to_string());
+        let rule = Some(Arc::from("own listener"));
         return Decision::deny(Reason::PrivateAddress, Level::Address, rule);
     }
     if class.is_none() {
@@ -329,7 +335,7 @@ pub fn check_address(eff: &Effective, ip: IpAddr, own: &[SocketAddr], port: u16)
     if narrowed_out {
         return Decision::deny(Reason::PrivateAddress, Level::Address, None);
     }
-    Decision::allow(Level::Address, Some(net.to_string()))
+    Decision::allow(Level::Address, Some(Arc::from(net.to_string())))
 }
 
 #[cfg(test)]

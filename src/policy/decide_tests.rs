@@ -39,7 +39,7 @@ fn summary(d: &Decision) -> (Verdict, Option<&'static str>, &'static str, Option
         d.verdict,
         d.reason.map(Reason::as_str),
         d.level.as_str(),
-        d.rule.clone(),
+        d.rule.as_deref().map(str::to_owned),
     )
 }
 

@@ -6,6 +6,7 @@
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 /// Why a string is not a valid host name or host.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -302,7 +303,9 @@ pub enum EntryError {
 pub struct DomainEntry {
     pub pattern: DomainPattern,
     pub port: Option<u16>,
-    pub text: String,
+    /// Shared, so a [`Decision`](super::decide::Decision) names its rule without
+    /// allocating.
+    pub text: Arc<str>,
 }
 
 impl DomainEntry {
@@ -360,7 +363,7 @@ impl DomainEntry {
         Ok(DomainEntry {
             pattern,
             port,
-            text: s.to_string(),
+            text: Arc::from(s),
         })
     }
 

@@ -3,11 +3,8 @@
 //! or below a private-section Public Suffix List entry, at or below a built-in request
 //! sink, or matched by the organization's `extra_domains`.
 
-use std::hash::BuildHasherDefault;
-
-use super::compile::DomainSet;
-use super::compile::Fnv;
-use super::host::{DomainPattern, HostName};
+use super::compile::{DomainSet, NameProbe};
+use super::host::{DomainEntry, DomainPattern, HostName};
 
 /// Webhook and request-capture services, tunnels and paste sites.
 const SINKS: &[&str] = &[
@@ -66,30 +63,40 @@ const SINKS: &[&str] = &[
 
 /// Why `host` is shared hosting (the suffix, sink or extra entry), or `None`.
 pub fn classify(host: &HostName, extra: &DomainSet) -> Option<String> {
-    let name = host.as_str();
+    classify_probe(&NameProbe::new(host), extra).map(str::to_owned)
+}
+
+/// [`classify`] for a host already cut into a [`NameProbe`]: the decision's hot path, so
+/// it borrows its answer rather than allocate one.
+pub(crate) fn classify_probe<'a>(host: &NameProbe<'a>, extra: &'a DomainSet) -> Option<&'a str> {
+    let name = host.suffix(host.labels());
     if let Some(suffix) = psl::suffix(name.as_bytes()) {
         if suffix.typ() == Some(psl::Type::Private) {
-            return Some(String::from_utf8_lossy(suffix.as_bytes()).into_owned());
+            // The suffix is the tail of `name`: slice it rather than copy it.
+            return Some(&name[name.len() - suffix.as_bytes().len()..]);
         }
     }
-    // The name itself and each parent at a label boundary, probed in a set: the cost
-    // grows with the name's labels, not with the list.
-    let sinks = SINK_SET.get_or_init(|| SINKS.iter().copied().collect());
-    // Sinks have two or three labels: probe only the name's last two and three labels.
-    let parents = std::iter::successors(Some(name), |n| n.split_once('.').map(|(_, rest)| rest));
-    let labels = name.bytes().filter(|&b| b == b'.').count() + 1;
-    let near = parents.skip(labels.saturating_sub(SINK_MAX_LABELS));
-    if let Some(sink) = near.into_iter().find(|n| sinks.contains(n)) {
-        return Some(sink.to_string());
+    // The name's last three, two and one labels, each one probe in a set: sinks have
+    // at most three labels, and the cost grows with the name's labels, not the list.
+    let sinks = SINK_SET.get_or_init(|| {
+        DomainSet::from_entries(
+            SINKS
+                .iter()
+                .map(|s| DomainEntry::parse(s).unwrap())
+                .collect(),
+        )
+    });
+    let near = (1..=host.labels().min(SINK_MAX_LABELS)).rev();
+    if let Some(sink) = near.flat_map(|d| sinks.exact_at(host, d)).next() {
+        return Some(&sink.text);
     }
-    extra.matching(host).next().map(|e| e.text.clone())
+    extra.matching_probe(host).next().map(|e| &*e.text)
 }
 
 /// The most labels of any name in [`SINKS`] (checked by a test).
 const SINK_MAX_LABELS: usize = 3;
 
-type SinkSet = std::collections::HashSet<&'static str, BuildHasherDefault<Fnv>>;
-static SINK_SET: std::sync::OnceLock<SinkSet> = std::sync::OnceLock::new();
+static SINK_SET: std::sync::OnceLock<DomainSet> = std::sync::OnceLock::new();
 
 pub fn is_shared_hosting(host: &HostName, extra: &DomainSet) -> bool {
     classify(host, extra).is_some()

@@ -37,7 +37,13 @@ pub fn judge_first_bytes(
     target: &Target,
     tunnels: &Tunnels,
 ) -> Option<Decision> {
-    let deny = |why: String| Some(Decision::deny(Reason::SniMismatch, Level::Org, Some(why)));
+    let deny = |why: String| {
+        Some(Decision::deny(
+            Reason::SniMismatch,
+            Level::Org,
+            Some(why.into()),
+        ))
+    };
     match first {
         FirstBytes::Tls {
             server_name: Some(name),

@@ -89,7 +89,7 @@ pub async fn admit<R: AsyncRead + Unpin>(
         Some(decision) => {
             let mut refusal =
                 Refusal::new(Reason::SniMismatch, target.host.to_string(), target.port);
-            refusal.rule = decision.rule;
+            refusal.rule = decision.rule.as_deref().map(str::to_owned);
             refusal.level = Some(decision.level);
             Err(refusal)
         }

@@ -203,10 +203,7 @@ fn valid_entries() {
     ];
     for (text, pattern, port) in cases {
         let e = entry(text);
-        assert_eq!(
-            (&e.pattern, e.port, e.text.as_str()),
-            (pattern, *port, *text)
-        );
+        assert_eq!((&e.pattern, e.port, &*e.text), (pattern, *port, *text));
         assert_eq!(e.to_string(), *text);
     }
 }
