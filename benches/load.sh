@@ -9,9 +9,12 @@
 # drives them with wrk (keep-alive and `Connection: close`, absolute-form requests from a
 # Lua script, since wrk has no proxy option) and curl (HTTPS downloads through CONNECT),
 # interleaving the configurations and repeating each ROUNDS times (medians reported);
-# then measures the proxy's memory idle and with TUNNELS idle open tunnels. The target
-# name is pinned with --resolve: nothing is resolved through the system resolver. Every
-# process it starts is recorded by PID and killed on exit; every load run is bounded.
+# then measures the proxy's memory idle and with TUNNELS idle open tunnels. Around each
+# proxy and squid run it also reads the process's CPU time (user + system), and reports
+# CPU per request and per GiB: on a shared machine those move less than throughput does.
+# The target name is pinned with --resolve: nothing is resolved through the system
+# resolver. Every process it starts is recorded by PID and killed on exit; every load run
+# is bounded.
 #
 # Knobs (environment): ROUNDS=3 DURATION=5 CONNS=50 THREADS=2 BIG_MIB=64 DOWNLOADS=6
 # TUNNELS=9000 (the proxy needs two descriptors a tunnel: keep 2*TUNNELS under
@@ -75,6 +78,9 @@ wait_port() {
 }
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+# CPU time (user + system) a process has used, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TICK=$(getconf CLK_TCK)
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 # --- the origin -------------------------------------------------------------------------
@@ -160,6 +166,7 @@ http_access deny all
 EOF
     "$SQUID" -N -f "$TMP/squid.conf" &
     PIDS+=($!)
+    SQUID_PID=$!
     wait_port $SQUID_PORT
 fi
 
@@ -179,12 +186,15 @@ lua squid-ka "http://127.0.0.1:$HTTP_PORT/" "127.0.0.1:$HTTP_PORT" ka
 lua squid-close "http://127.0.0.1:$HTTP_PORT/" "127.0.0.1:$HTTP_PORT" close
 
 declare -A ADDR=([direct]=$HTTP_PORT [proxy]=$PROXY_PORT [squid]=$SQUID_PORT)
+# The process whose CPU time is read around each run (none for direct).
+declare -A CPU_PID=([proxy]=$PROXY_PID [squid]=${SQUID_PID:-})
 CONFIGS=(direct proxy)
 [ -n "$SQUID" ] && CONFIGS+=(squid)
 
 # One wrk run: appends req/s (and p99 in ms for keep-alive) to the results files.
 drive() { # config mode
-    local out
+    local out pid=${CPU_PID[$1]:-} c0=0
+    [ -n "$pid" ] && c0=$(cpu_ticks "$pid")
     out=$(timeout $((DURATION + 30)) wrk -t "$THREADS" -c "$CONNS" -d "${DURATION}s" --latency \
         -s "$TMP/$1-$2.lua" "http://127.0.0.1:${ADDR[$1]}/" 2>&1) || true
     if ! grep -q '^Requests/sec' <<<"$out" || grep -q 'Non-2xx' <<<"$out"; then
@@ -193,22 +203,31 @@ drive() { # config mode
         exit 1
     fi
     awk '/^Requests\/sec/ {print $2}' <<<"$out" >>"$TMP/r-$1-$2"
+    if [ -n "$pid" ]; then # CPU microseconds per request
+        awk -v t="$(($(cpu_ticks "$pid") - c0))" -v hz="$TICK" '/ requests in / {
+            if ($1 > 0) printf "%.1f\n", t * 1e6 / hz / $1 }' <<<"$out" >>"$TMP/cpu-$1-$2"
+    fi
     awk '$1 == "99%" {v=$2; u=v; sub(/[a-z]+$/, "", v); sub(/^[0-9.]+/, "", u);
         print (u == "us" ? v / 1000 : (u == "s" ? v * 1000 : v))}' <<<"$out" >>"$TMP/p99-$1-$2"
 }
 
 # One sample of HTTPS download speed in MB/s: DOWNLOADS x BIG_MIB over one TLS connection.
 download() { # config
-    local url args=() i
+    local url args=() i pid=${CPU_PID[$1]:-} c0=0 out
     case $1 in
     direct) url="https://$NAME:$HTTPS_PORT/big"; args=(--resolve "$NAME:$HTTPS_PORT:127.0.0.1") ;;
     proxy) url="https://$NAME:$HTTPS_PORT/big"; args=(-x "http://127.0.0.1:$PROXY_PORT") ;;
     squid) url="https://127.0.0.1:$HTTPS_PORT/big"; args=(-x "http://127.0.0.1:$SQUID_PORT") ;;
     esac
     for i in $(seq "$DOWNLOADS"); do args+=("$url" -o /dev/null); done
-    timeout 120 curl -sS --fail --proxytunnel --cacert "$TMP/cert.pem" "${args[@]}" \
-        -w '%{size_download} %{time_total}\n' |
-        awk '{b += $1; t += $2} END {if (t > 0) printf "%.1f\n", b / t / 1e6}' >>"$TMP/mb-$1"
+    [ -n "$pid" ] && c0=$(cpu_ticks "$pid")
+    out=$(timeout 120 curl -sS --fail --proxytunnel --cacert "$TMP/cert.pem" "${args[@]}" \
+        -w '%{size_download} %{time_total}\n')
+    awk '{b += $1; t += $2} END {if (t > 0) printf "%.1f\n", b / t / 1e6}' <<<"$out" >>"$TMP/mb-$1"
+    if [ -n "$pid" ]; then # CPU milliseconds per GiB relayed
+        awk -v t="$(($(cpu_ticks "$pid") - c0))" -v hz="$TICK" '{b += $1} END {
+            if (b > 0) printf "%.1f\n", t * 1e3 / hz / (b / 2^30) }' <<<"$out" >>"$TMP/cpu-$1-mb"
+    fi
 }
 
 echo "load.sh: $ROUNDS rounds of ${DURATION}s wrk runs (-t $THREADS -c $CONNS), $DOWNLOADS x ${BIG_MIB} MiB downloads; configurations: ${CONFIGS[*]}" >&2
@@ -251,6 +270,9 @@ D_KA=$(med r-direct-ka) P_KA=$(med r-proxy-ka) S_KA=$(med r-squid-ka)
 D_CL=$(med r-direct-close) P_CL=$(med r-proxy-close) S_CL=$(med r-squid-close)
 D_99=$(med p99-direct-ka) P_99=$(med p99-proxy-ka) S_99=$(med p99-squid-ka)
 D_MB=$(med mb-direct) P_MB=$(med mb-proxy) S_MB=$(med mb-squid)
+C_KA=$(med cpu-proxy-ka) Q_KA=$(med cpu-squid-ka)
+C_CL=$(med cpu-proxy-close) Q_CL=$(med cpu-squid-close)
+C_MB=$(med cpu-proxy-mb) Q_MB=$(med cpu-squid-mb)
 PER_TUNNEL=$(awk -v a="$TUNNEL_KIB" -v b="$IDLE_KIB" -v n="$TUNNELS" 'BEGIN {printf "%.1f", (a - b) / n}')
 
 echo
@@ -262,11 +284,14 @@ echo "| keep-alive req/s | $D_KA | $P_KA | $S_KA | $(ratio "$P_KA" "$D_KA") | $(
 echo "| Connection: close req/s | $D_CL | $P_CL | $S_CL | $(ratio "$P_CL" "$D_CL") | $(ratio "$P_CL" "$S_CL") | >= 1.5 squid |"
 echo "| p99 latency keep-alive, ms | $D_99 | $P_99 | $S_99 | $(ratio "$P_99" "$D_99") | $(ratio "$P_99" "$S_99") | <= squid |"
 echo "| CONNECT download, MB/s | $D_MB | $P_MB | $S_MB | $(ratio "$P_MB" "$D_MB") | $(ratio "$P_MB" "$S_MB") | >= 0.95 direct |"
+echo "| proxy CPU per keep-alive request, us | | $C_KA | $Q_KA | | $(ratio "$C_KA" "$Q_KA") | (lower is better) |"
+echo "| proxy CPU per close request, us | | $C_CL | $Q_CL | | $(ratio "$C_CL" "$Q_CL") | (lower is better) |"
+echo "| proxy CPU per GiB through CONNECT, ms | | $C_MB | $Q_MB | | $(ratio "$C_MB" "$Q_MB") | (lower is better) |"
 echo "| RSS idle, MiB | | $(awk -v k="$IDLE_KIB" 'BEGIN {printf "%.1f", k / 1024}') | | | | < 10 |"
 echo "| RSS with $TUNNELS idle tunnels, MiB | | $(awk -v k="$TUNNEL_KIB" 'BEGIN {printf "%.1f", k / 1024}') | | | | |"
 echo "| KiB per idle tunnel | | $PER_TUNNEL | | | | < 20 |"
 echo
-echo "samples (req/s, ms, MB/s):"
-for f in "$TMP"/r-* "$TMP"/p99-* "$TMP"/mb-*; do
+echo "samples (req/s, ms, MB/s, CPU us/request and ms/GiB):"
+for f in "$TMP"/r-* "$TMP"/p99-* "$TMP"/mb-* "$TMP"/cpu-*; do
     [ -s "$f" ] && echo "  $(basename "$f"): $(tr '\n' ' ' <"$f")"
 done
