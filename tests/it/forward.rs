@@ -28,9 +28,7 @@ async fn client_keep_alive_serves_two_requests_on_one_connection() {
     let authority = format!("allowed.test:{}", origin.port());
     let mut conn = Conn::open(proxy.addr).await;
     for path in ["/one", "/two"] {
-        let req = format!("GET http://{authority}{path} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
-        conn.send(req.as_bytes()).await;
-        let resp = conn.read_response().await;
+        let resp = conn.get(&authority, path).await;
         assert_eq!(
             resp.status,
             200,

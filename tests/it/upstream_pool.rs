@@ -24,9 +24,7 @@ async fn requests_in_turn_share_one_upstream_connection() {
     let authority = format!("allowed.test:{}", origin.port());
     let mut conn = Conn::open(proxy.addr).await;
     for path in ["/one", "/two"] {
-        let req = format!("GET http://{authority}{path} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
-        conn.send(req.as_bytes()).await;
-        let resp = conn.read_response().await;
+        let resp = conn.get(&authority, path).await;
         assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
     }
     // A new client connection after the first one's exchanges ended.
@@ -71,9 +69,7 @@ async fn a_connection_upstream_closed_is_not_reused() {
     let authority = format!("allowed.test:{}", addr.port());
     let mut conn = Conn::open(proxy.addr).await;
     for path in ["/one", "/two"] {
-        let req = format!("GET http://{authority}{path} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
-        conn.send(req.as_bytes()).await;
-        let resp = conn.read_response().await;
+        let resp = conn.get(&authority, path).await;
         assert_eq!(
             resp.status,
             200,

@@ -64,6 +64,13 @@ impl Conn {
         )
     }
 
+    /// `GET http://{authority}{path}` on this connection, and its response.
+    pub async fn get(&mut self, authority: &str, path: &str) -> Response {
+        let req = format!("GET http://{authority}{path} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
+        self.send(req.as_bytes()).await;
+        self.read_response().await
+    }
+
     /// Read one full response (body framed by length, chunks, or end of stream).
     pub async fn read_response(&mut self) -> Response {
         read_response(&mut self.reader, false).await
