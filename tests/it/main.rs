@@ -26,4 +26,5 @@ mod reload;
 mod report;
 mod summary;
 mod support_selftest;
+mod timeouts;
 mod upstream_pool;
