@@ -1,5 +1,7 @@
 //! The audit log (SPEC 7, 10) and the process lifecycle: SIGTERM, bad starts.
 
+use std::path::Path;
+
 use serde_json::Value;
 
 use crate::support::client::{connect_via_proxy, get_via_proxy, request_bytes, send_raw, Conn};
@@ -176,6 +178,25 @@ async fn sigterm_with_an_idle_client_connection_still_exits_zero() {
     assert_eq!(status.code(), Some(0), "{status}\n{}", proxy.diagnostics());
 }
 
+/// Run `serve` on `org_path` (with its audit log in `dir`, `allowed.test` pinned and the
+/// `extra` arguments), expecting it to exit on its own: its exit code and stderr.
+fn serve_expect_exit(dir: &Path, org_path: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let audit = dir.join("audit.jsonl");
+    let mut args = vec![
+        "serve",
+        "--org",
+        org_path.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--audit-log",
+        audit.to_str().unwrap(),
+        "--resolve",
+        "allowed.test=127.0.0.1",
+    ];
+    args.extend_from_slice(extra);
+    run_expect_exit(&args)
+}
+
 #[test]
 fn org_file_with_an_unknown_key_exits_2_naming_file_and_line() {
     let dir = unique_temp_dir("badorg");
@@ -186,18 +207,7 @@ fn org_file_with_an_unknown_key_exits_2_naming_file_and_line() {
         "version = 1\nallowed_domains = [\"allowed.test\"]\nsurprise_key = true\n",
     )
     .unwrap();
-    let audit = dir.join("audit.jsonl");
-    let (code, stderr) = run_expect_exit(&[
-        "serve",
-        "--org",
-        org_path.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--audit-log",
-        audit.to_str().unwrap(),
-        "--resolve",
-        "allowed.test=127.0.0.1",
-    ]);
+    let (code, stderr) = serve_expect_exit(&dir, &org_path, &[]);
     assert_eq!(code, Some(2), "stderr:\n{stderr}");
     assert!(
         stderr.contains("unknown-key-org.toml"),
@@ -215,18 +225,7 @@ fn org_file_with_an_unknown_key_exits_2_naming_file_and_line() {
 fn unreadable_org_file_exits_2_naming_it() {
     let dir = unique_temp_dir("noorg");
     let org_path = dir.join("missing-org.toml");
-    let audit = dir.join("audit.jsonl");
-    let (code, stderr) = run_expect_exit(&[
-        "serve",
-        "--org",
-        org_path.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--audit-log",
-        audit.to_str().unwrap(),
-        "--resolve",
-        "allowed.test=127.0.0.1",
-    ]);
+    let (code, stderr) = serve_expect_exit(&dir, &org_path, &[]);
     assert_eq!(code, Some(2), "stderr:\n{stderr}");
     assert!(
         stderr.contains("missing-org.toml"),
@@ -246,20 +245,8 @@ fn widening_policy_file_stops_serve_with_exit_2_naming_the_entry() {
         allowlist_json(&["allowed.test", "evil.test", "*.other.test"]),
     )
     .unwrap();
-    let audit = dir.join("audit.jsonl");
-    let (code, stderr) = run_expect_exit(&[
-        "serve",
-        "--org",
-        org_path.to_str().unwrap(),
-        "--policy",
-        policy_path.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--audit-log",
-        audit.to_str().unwrap(),
-        "--resolve",
-        "allowed.test=127.0.0.1",
-    ]);
+    let policy = policy_path.to_str().unwrap();
+    let (code, stderr) = serve_expect_exit(&dir, &org_path, &["--policy", policy]);
     assert_eq!(code, Some(2), "stderr:\n{stderr}");
     // Every offending entry is named.
     assert!(stderr.contains("evil.test"), "entry not named:\n{stderr}");
@@ -301,15 +288,7 @@ fn zero_workers_is_a_usage_error() {
         "version = 1\nallowed_domains = [\"allowed.test\"]\n",
     )
     .unwrap();
-    let (code, stderr) = run_expect_exit(&[
-        "serve",
-        "--org",
-        org_path.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "0",
-    ]);
+    let (code, stderr) = serve_expect_exit(&dir, &org_path, &["--workers", "0"]);
     assert_eq!(code, Some(2), "stderr:\n{stderr}");
     assert!(stderr.contains("--workers"), "flag not named:\n{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
