@@ -52,22 +52,20 @@ pub async fn both_ways(
         up.fetch_add(parts.read_buf.len() as u64, Ordering::Relaxed);
         upstream.write_all(&parts.read_buf).await?;
     }
-    tcp_both_ways(parts.io.into_inner(), upstream, &up, &down, activity).await
-}
-
-/// [`both_ways`] between two TCP connections: spliced where the platform allows.
-async fn tcp_both_ways(
-    client: TcpStream,
-    upstream: TcpStream,
-    up: &AtomicU64,
-    down: &AtomicU64,
-    activity: &Activity,
-) -> io::Result<()> {
     let zero_copy = cfg!(target_os = "linux");
-    tcp_relay(client, upstream, up, down, activity, zero_copy).await
+    tcp_relay(
+        parts.io.into_inner(),
+        upstream,
+        &up,
+        &down,
+        activity,
+        zero_copy,
+    )
+    .await
 }
 
-/// [`tcp_both_ways`], splicing only if `zero_copy` (tests turn it off to check the copy).
+/// [`both_ways`] between two TCP connections, splicing bulk bytes if `zero_copy` (on
+/// Linux; tests turn it off to check the copy).
 async fn tcp_relay(
     mut client: TcpStream,
     mut upstream: TcpStream,
