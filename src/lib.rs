@@ -12,7 +12,7 @@
 //!   patterns, the narrowing relation, the decision, shared hosting, address classes.
 //! - [`proxy`]: the server: worker threads (a runtime each) accepting connections,
 //!   judging a request, answers, HTTP forwarding, `CONNECT` tunnels (relayed with
-//!   splice(2) on Linux, copied elsewhere).
+//!   splice(2) on Linux, bulk bytes read in batches; copied elsewhere).
 //! - [`net`]: resolving (pins, a chosen DNS server) and dialing checked addresses only.
 //! - [`audit`]: the audit record and its writer.
 //! - [`admin`]: the control plane on its own listener: the session calls, reload

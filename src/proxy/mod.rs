@@ -11,8 +11,8 @@
 //! - [`forward`]: plain HTTP forwarding; [`pool`] keeps each worker's upstream
 //!   connections open between requests.
 //! - [`tunnel`]: `CONNECT` tunnels; [`relay`] copies their bytes (on Linux bulk bytes
-//!   through `splice`, socket to pipe to socket), [`idle`] watches for quiet ones and
-//!   [`inspect`] judges their first bytes.
+//!   go through `splice`, socket to pipe to socket, read in batches), [`idle`] watches
+//!   for quiet ones and [`inspect`] judges their first bytes.
 
 pub mod answer;
 pub mod forward;

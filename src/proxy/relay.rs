@@ -270,6 +270,49 @@ mod tests {
         large_transfer_both_ways_at_once(false).await;
     }
 
+    /// A bulk download, then a few bytes on their own with the connection left open: the
+    /// relay's batched reading (on Linux) must not hold them back waiting for more.
+    async fn a_tail_after_a_bulk_download_is_passed_on(zero_copy: bool) {
+        const BULK: usize = 4 * 1024 * 1024;
+        let (mut client, client_side) = pair().await;
+        let (upstream_side, mut origin) = pair().await;
+        let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
+        let activity = Activity::new();
+        let relay = tcp_relay(client_side, upstream_side, &up, &down, &activity, zero_copy);
+        let ends = async {
+            let (bulk, mut got) = (pattern(BULK, 4), vec![0u8; BULK]);
+            let (sent, read) = tokio::join!(origin.write_all(&bulk), client.read_exact(&mut got));
+            sent.unwrap();
+            read.unwrap();
+            assert!(got == bulk);
+            for tail in [&b"tail one"[..], b"tail two"] {
+                origin.write_all(tail).await.unwrap();
+                let mut got = vec![0u8; tail.len()];
+                timeout(Duration::from_secs(5), client.read_exact(&mut got))
+                    .await
+                    .expect("the tail is passed on without more bytes behind it")
+                    .unwrap();
+                assert_eq!(got, tail);
+            }
+            drop((client, origin));
+        };
+        let (relayed, ()) = timeout(Duration::from_secs(60), async { tokio::join!(relay, ends) })
+            .await
+            .expect("the relay ends");
+        drop(relayed);
+        assert_eq!(down.load(Ordering::Relaxed), BULK as u64 + 16);
+    }
+
+    #[tokio::test]
+    async fn spliced_a_tail_after_a_bulk_download_is_passed_on() {
+        a_tail_after_a_bulk_download_is_passed_on(true).await;
+    }
+
+    #[tokio::test]
+    async fn copied_a_tail_after_a_bulk_download_is_passed_on() {
+        a_tail_after_a_bulk_download_is_passed_on(false).await;
+    }
+
     /// The origin resets its connection while the client is still sending: the relay
     /// ends with an error, and does not hang.
     async fn peer_reset_mid_transfer_ends_with_an_error(zero_copy: bool) {

@@ -6,11 +6,18 @@
 //! A [`Pipe`] lives for one burst: it is made when the source turns readable and dropped
 //! when the source would block with the pipe empty, so an idle tunnel holds no pipe
 //! descriptors (two per busy direction instead).
+//!
+//! A bulk burst is also read in batches: when the source runs dry mid-burst, the proxy
+//! asks the kernel to wake it only once [`BATCH`] bytes have arrived (`SO_RCVLOWAT`), or
+//! the source ended, or [`BATCH_WAIT`] has passed. On a shared machine a wake-up per few
+//! dozen KiB cost the sender and the receiver as much as the proxy's own work; bytes that
+//! trickle in below a batch wait at most [`BATCH_WAIT`] (plus the timer's millisecond).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use tokio::io::Interest;
 use tokio::net::TcpStream;
@@ -21,6 +28,14 @@ use super::idle::Activity;
 /// 64 KiB. An unprivileged process may be refused (past `/proc/sys/fs/pipe-max-size` or
 /// its user's `pipe-user-pages-soft`); [`Pipe::new`] then fails and the burst is copied.
 const PIPE_SIZE: usize = 256 * 1024;
+
+/// In a bulk burst, how many bytes the source collects before the proxy is woken to move
+/// them (`SO_RCVLOWAT`).
+pub const BATCH: usize = 1024 * 1024;
+
+/// In a bulk burst, how long the proxy waits for a [`BATCH`] before it moves what there
+/// is and ends the burst: the most a late tail is held back.
+pub const BATCH_WAIT: Duration = Duration::from_millis(1);
 
 /// A pipe, both ends non-blocking, closed on drop.
 pub struct Pipe {
@@ -64,6 +79,9 @@ impl Pipe {
     /// the pipe drained: every byte read has been written) or ends. Returns whether it
     /// ended. Bytes read are added to `count`; each read and each drained batch counts
     /// as activity.
+    ///
+    /// When `from` first runs dry, the burst waits for a [`BATCH`] for at most
+    /// [`BATCH_WAIT`]; once that wait runs out, the burst ends as soon as `from` is dry.
     pub async fn burst(
         &self,
         from: &TcpStream,
@@ -72,6 +90,7 @@ impl Pipe {
         activity: &Activity,
     ) -> io::Result<bool> {
         let (pipe_read, pipe_write) = (self.read.as_raw_fd(), self.write.as_raw_fd());
+        let mut batching = Batching::new(from);
         loop {
             // The pipe is empty here, so EAGAIN can only mean the socket has nothing, and
             // try_io then clears its readiness.
@@ -81,7 +100,10 @@ impl Pipe {
             let mut left = match read {
                 Ok(0) => return Ok(true),
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => match batching.wait().await? {
+                    true => continue,
+                    false => return Ok(false),
+                },
                 Err(e) => return Err(e),
             };
             count.fetch_add(left as u64, Ordering::Relaxed);
@@ -102,6 +124,93 @@ impl Pipe {
     }
 }
 
+/// A burst's batched reading of its source: `SO_RCVLOWAT` raised to [`BATCH`] on the
+/// first wait, and set back to one byte when the wait runs out or the burst ends.
+struct Batching<'a> {
+    from: &'a TcpStream,
+    state: BatchState,
+}
+
+#[derive(PartialEq, Eq)]
+enum BatchState {
+    /// The source has not run dry yet in this burst.
+    Unset,
+    /// `SO_RCVLOWAT` is [`BATCH`].
+    Raised,
+    /// A wait ran out (or the option was refused): the burst ends when the source is dry.
+    Over,
+}
+
+impl<'a> Batching<'a> {
+    fn new(from: &'a TcpStream) -> Batching<'a> {
+        Batching {
+            from,
+            state: BatchState::Unset,
+        }
+    }
+
+    /// The source ran dry: wait for a batch. Returns whether to read again, false when
+    /// the burst should end (the last wait ran out and the source is still dry).
+    async fn wait(&mut self) -> io::Result<bool> {
+        match self.state {
+            BatchState::Over => return Ok(false),
+            BatchState::Unset => {
+                self.state = match set_rcvlowat(self.from, BATCH) {
+                    Ok(()) => BatchState::Raised,
+                    // Not batching costs wake-ups, not correctness: carry on without it.
+                    Err(_) => return Ok(false),
+                };
+            }
+            BatchState::Raised => {}
+        }
+        match tokio::time::timeout(BATCH_WAIT, self.from.readable()).await {
+            Ok(ready) => ready.map(|()| true),
+            Err(_) => {
+                // Fewer than a batch came in time: take what there is, at the usual
+                // low-water mark, and end the burst once the source is dry.
+                self.lower();
+                self.state = BatchState::Over;
+                Ok(true)
+            }
+        }
+    }
+
+    fn lower(&self) {
+        // Setting it back cannot fail on a socket that took the raise; if it did, the
+        // next read still returns what there is (reads ignore the mark on a non-blocking
+        // socket), and the tunnel's own wait is bounded by the next byte or the idle timer.
+        let _ = set_rcvlowat(self.from, 1);
+    }
+}
+
+impl Drop for Batching<'_> {
+    fn drop(&mut self) {
+        if self.state == BatchState::Raised {
+            self.lower();
+        }
+    }
+}
+
+/// Set the socket's receive low-water mark: readiness is signalled only once `bytes` are
+/// queued (or the peer ended, or the receive window runs short).
+fn set_rcvlowat(socket: &TcpStream, bytes: usize) -> io::Result<()> {
+    let value = bytes.min(libc::c_int::MAX as usize) as libc::c_int;
+    // SAFETY: a setsockopt on an open socket with a c_int option value of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// One splice(2) of up to `len` bytes, never blocking, retried when interrupted.
 fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
     let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK;
@@ -116,5 +225,97 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let near = TcpStream::connect(listener.local_addr().unwrap());
+        let (near, far) = tokio::join!(near, listener.accept());
+        (near.unwrap(), far.unwrap().0)
+    }
+
+    fn rcvlowat(socket: &TcpStream) -> libc::c_int {
+        let mut value: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: a getsockopt into a c_int of the size given.
+        let rc = unsafe {
+            libc::getsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&mut value as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0, "{}", io::Error::last_os_error());
+        value
+    }
+
+    /// Fewer bytes than a batch arrive while the burst waits: the wait runs out, the mark
+    /// is set back to one byte, and the next dry read ends the burst.
+    #[tokio::test]
+    async fn a_short_batch_wait_runs_out_and_sets_the_mark_back() {
+        let (mut sender, from) = pair().await;
+        run_dry(&from);
+        let mut batching = Batching::new(&from);
+        {
+            let waiting = batching.wait();
+            tokio::pin!(waiting);
+            // The first poll raises the mark; then a tail too small to reach it.
+            assert!(futures_poll_once(waiting.as_mut()).await.is_none());
+            assert_eq!(rcvlowat(&from), BATCH as libc::c_int);
+            sender.write_all(b"tail").await.unwrap();
+            let woke = tokio::time::timeout(Duration::from_secs(5), waiting)
+                .await
+                .expect("the wait runs out by itself");
+            assert!(woke.unwrap(), "read again after the wait");
+        }
+        assert_eq!(rcvlowat(&from), 1, "the mark is back to one byte");
+        assert!(
+            !batching.wait().await.unwrap(),
+            "the next dry read ends the burst"
+        );
+    }
+
+    /// A burst that ends while the mark is raised (here: the batching is dropped mid-wait,
+    /// as when the tunnel closes) sets it back.
+    #[tokio::test]
+    async fn dropping_a_raised_batching_sets_the_mark_back() {
+        let (_sender, from) = pair().await;
+        run_dry(&from);
+        let mut batching = Batching::new(&from);
+        {
+            let waiting = batching.wait();
+            tokio::pin!(waiting);
+            assert!(futures_poll_once(waiting.as_mut()).await.is_none());
+        }
+        assert_eq!(rcvlowat(&from), BATCH as libc::c_int);
+        drop(batching);
+        assert_eq!(rcvlowat(&from), 1);
+    }
+
+    /// Read the socket dry, as the burst has when it waits: tokio forgets its readiness.
+    fn run_dry(socket: &TcpStream) {
+        let err = socket.try_read(&mut [0u8; 16]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    /// Poll a future once, returning its output if it was ready.
+    async fn futures_poll_once<F: std::future::Future + Unpin>(fut: F) -> Option<F::Output> {
+        let mut fut = fut;
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match std::pin::Pin::new(&mut fut).poll(cx) {
+                std::task::Poll::Ready(out) => Some(out),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await
     }
 }
