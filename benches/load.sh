@@ -18,7 +18,12 @@
 #
 # Knobs (environment): ROUNDS=3 DURATION=5 CONNS=50 THREADS=2 BIG_MIB=64 DOWNLOADS=6
 # TUNNELS=9000 (the proxy needs two descriptors a tunnel: keep 2*TUNNELS under
-# `ulimit -n`) BASE_PORT=21100 PROXY_BIN (default: the release build) NO_SQUID=1.
+# `ulimit -n`) BASE_PORT=21100 PROXY_BIN (default: the release build) NO_SQUID=1
+# NO_HAPROXY=1.
+#
+# Where haproxy is installed, it also runs as a reference relay for the download: a plain
+# TCP relay (splice on, no CONNECT, no policy, no inspection) in front of the HTTPS
+# origin, a mature relay doing less than the proxy does. It is printed below the table.
 
 set -euo pipefail
 
@@ -38,6 +43,7 @@ HTTPS_PORT=$((BASE_PORT + 1))
 PROXY_PORT=$((BASE_PORT + 2))
 SQUID_PORT=$((BASE_PORT + 3))
 MEM_PORT=$((BASE_PORT + 4))
+HAPROXY_PORT=$((BASE_PORT + 5))
 NAME=allowed.test
 
 for tool in wrk nginx curl openssl python3; do
@@ -46,7 +52,9 @@ done
 [ -x "$PROXY_BIN" ] || { echo "load.sh: no proxy binary at $PROXY_BIN (cargo build --release)" >&2; exit 2; }
 SQUID=$(command -v squid || true)
 [ -n "${NO_SQUID:-}" ] && SQUID=
-for port in $HTTP_PORT $HTTPS_PORT $PROXY_PORT $SQUID_PORT $MEM_PORT; do
+HAPROXY=$(command -v haproxy || true)
+[ -n "${NO_HAPROXY:-}" ] && HAPROXY=
+for port in $HTTP_PORT $HTTPS_PORT $PROXY_PORT $SQUID_PORT $MEM_PORT $HAPROXY_PORT; do
     if ss -Htln "sport = :$port" | grep -q .; then
         echo "load.sh: port $port is taken (set BASE_PORT)" >&2
         exit 2
@@ -170,6 +178,27 @@ EOF
     wait_port $SQUID_PORT
 fi
 
+# --- haproxy, the reference relay for downloads --------------------------------------------
+if [ -n "$HAPROXY" ]; then
+    cat >"$TMP/haproxy.cfg" <<EOF
+global
+    maxconn 100
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 120s
+    timeout server 120s
+    option splice-auto
+listen relay
+    bind 127.0.0.1:$HAPROXY_PORT
+    server origin 127.0.0.1:$HTTPS_PORT
+EOF
+    "$HAPROXY" -db -f "$TMP/haproxy.cfg" >"$TMP/haproxy.log" 2>&1 &
+    PIDS+=($!)
+    HAPROXY_PID=$!
+    wait_port $HAPROXY_PORT
+fi
+
 # --- wrk scripts: absolute-form through a proxy, Host set, optionally Connection: close ---
 lua() { # file path host close
     {
@@ -187,9 +216,11 @@ lua squid-close "http://127.0.0.1:$HTTP_PORT/" "127.0.0.1:$HTTP_PORT" close
 
 declare -A ADDR=([direct]=$HTTP_PORT [proxy]=$PROXY_PORT [squid]=$SQUID_PORT)
 # The process whose CPU time is read around each run (none for direct).
-declare -A CPU_PID=([proxy]=$PROXY_PID [squid]=${SQUID_PID:-})
+declare -A CPU_PID=([proxy]=$PROXY_PID [squid]=${SQUID_PID:-} [haproxy]=${HAPROXY_PID:-})
 CONFIGS=(direct proxy)
 [ -n "$SQUID" ] && CONFIGS+=(squid)
+DOWNLOAD_CONFIGS=("${CONFIGS[@]}")
+[ -n "$HAPROXY" ] && DOWNLOAD_CONFIGS+=(haproxy)
 
 # One wrk run: appends req/s (and p99 in ms for keep-alive) to the results files.
 drive() { # config mode
@@ -218,6 +249,7 @@ download() { # config
     direct) url="https://$NAME:$HTTPS_PORT/big"; args=(--resolve "$NAME:$HTTPS_PORT:127.0.0.1") ;;
     proxy) url="https://$NAME:$HTTPS_PORT/big"; args=(-x "http://127.0.0.1:$PROXY_PORT") ;;
     squid) url="https://127.0.0.1:$HTTPS_PORT/big"; args=(-x "http://127.0.0.1:$SQUID_PORT") ;;
+    haproxy) url="https://$NAME:$HAPROXY_PORT/big"; args=(--resolve "$NAME:$HAPROXY_PORT:127.0.0.1") ;;
     esac
     for i in $(seq "$DOWNLOADS"); do args+=("$url" -o /dev/null); done
     [ -n "$pid" ] && c0=$(cpu_ticks "$pid")
@@ -230,7 +262,7 @@ download() { # config
     fi
 }
 
-echo "load.sh: $ROUNDS rounds of ${DURATION}s wrk runs (-t $THREADS -c $CONNS), $DOWNLOADS x ${BIG_MIB} MiB downloads; configurations: ${CONFIGS[*]}" >&2
+echo "load.sh: $ROUNDS rounds of ${DURATION}s wrk runs (-t $THREADS -c $CONNS), $DOWNLOADS x ${BIG_MIB} MiB downloads; configurations: ${CONFIGS[*]}; downloads also: ${DOWNLOAD_CONFIGS[*]:${#CONFIGS[@]}}" >&2
 for round in $(seq "$ROUNDS"); do
     for mode in ka close; do
         for cfg in "${CONFIGS[@]}"; do
@@ -238,7 +270,7 @@ for round in $(seq "$ROUNDS"); do
             drive "$cfg" "$mode"
         done
     done
-    for cfg in "${CONFIGS[@]}"; do
+    for cfg in "${DOWNLOAD_CONFIGS[@]}"; do
         echo "  round $round: $cfg download" >&2
         download "$cfg"
     done
@@ -291,6 +323,12 @@ echo "| RSS idle, MiB | | $(awk -v k="$IDLE_KIB" 'BEGIN {printf "%.1f", k / 1024
 echo "| RSS with $TUNNELS idle tunnels, MiB | | $(awk -v k="$TUNNEL_KIB" 'BEGIN {printf "%.1f", k / 1024}') | | | | |"
 echo "| KiB per idle tunnel | | $PER_TUNNEL | | | | < 20 |"
 echo
+if [ -n "$HAPROXY" ]; then
+    H_MB=$(med mb-haproxy) H_CPU=$(med cpu-haproxy-mb)
+    echo "reference relay, $("$HAPROXY" -v | head -n 1 | awk '{print $1, $3}') in TCP mode (splice, no CONNECT, no policy):" \
+        "download $H_MB MB/s, $(ratio "$H_MB" "$D_MB") of direct; CPU $H_CPU ms per GiB"
+    echo
+fi
 echo "samples (req/s, ms, MB/s, CPU us/request and ms/GiB):"
 for f in "$TMP"/r-* "$TMP"/p99-* "$TMP"/mb-* "$TMP"/cpu-*; do
     [ -s "$f" ] && echo "  $(basename "$f"): $(tr '\n' ' ' <"$f")"
