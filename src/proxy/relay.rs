@@ -106,6 +106,9 @@ async fn one_way(
     activity: &Activity,
     zero_copy: bool,
 ) -> io::Result<()> {
+    // Whether bulk bytes are read in batches (see `splice`), kept from burst to burst.
+    #[cfg(target_os = "linux")]
+    let mut pace = splice::Pace::new();
     loop {
         from.readable().await?;
         let mut burst = copy_burst(&from, &mut to, count, activity, zero_copy).await?;
@@ -113,7 +116,7 @@ async fn one_way(
             burst = match pipe(zero_copy) {
                 #[cfg(target_os = "linux")]
                 Some(pipe) => match pipe
-                    .burst(from.as_ref(), to.as_ref(), count, activity)
+                    .burst(from.as_ref(), to.as_ref(), count, activity, &mut pace)
                     .await?
                 {
                     true => Burst::Ended,

@@ -7,17 +7,20 @@
 //! when the source would block with the pipe empty, so an idle tunnel holds no pipe
 //! descriptors (two per busy direction instead).
 //!
-//! A bulk burst is also read in batches: when the source runs dry mid-burst, the proxy
-//! asks the kernel to wake it only once [`BATCH`] bytes have arrived (`SO_RCVLOWAT`), or
-//! the source ended, or [`BATCH_WAIT`] has passed. On a shared machine a wake-up per few
-//! dozen KiB cost the sender and the receiver as much as the proxy's own work; bytes that
-//! trickle in below a batch wait at most [`BATCH_WAIT`] (plus the timer's millisecond).
+//! A fast bulk burst is also read in batches: when the source runs dry mid-burst, the
+//! proxy asks the kernel to wake it only once [`BATCH`] bytes have arrived
+//! (`SO_RCVLOWAT`), or the source ended, or [`BATCH_WAIT`] has passed. On a shared
+//! machine a wake-up per few dozen KiB cost the sender and the receiver as much as the
+//! proxy's own work. A wait that runs out means the bytes come slower than a batch per
+//! wait, so the direction stops batching (and stops holding bytes back) until they come
+//! faster again ([`Pace`]); bytes that come while it batches wait at most
+//! [`BATCH_WAIT`] (plus the timer's millisecond).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
 use tokio::net::TcpStream;
@@ -80,17 +83,18 @@ impl Pipe {
     /// ended. Bytes read are added to `count`; each read and each drained batch counts
     /// as activity.
     ///
-    /// When `from` first runs dry, the burst waits for a [`BATCH`] for at most
-    /// [`BATCH_WAIT`]; once that wait runs out, the burst ends as soon as `from` is dry.
+    /// While `pace` says so, a dry `from` is waited on for a [`BATCH`], for at most
+    /// [`BATCH_WAIT`]. The caller keeps `pace` from one burst to the next.
     pub async fn burst(
         &self,
         from: &TcpStream,
         to: &TcpStream,
         count: &AtomicU64,
         activity: &Activity,
+        pace: &mut Pace,
     ) -> io::Result<bool> {
         let (pipe_read, pipe_write) = (self.read.as_raw_fd(), self.write.as_raw_fd());
-        let mut batching = Batching::new(from);
+        let mut batching = Batching::new(from, pace);
         loop {
             // The pipe is empty here, so EAGAIN can only mean the socket has nothing, and
             // try_io then clears its readiness.
@@ -106,6 +110,7 @@ impl Pipe {
                 },
                 Err(e) => return Err(e),
             };
+            batching.pace.moved(left);
             count.fetch_add(left as u64, Ordering::Relaxed);
             activity.touch();
             while left > 0 {
@@ -124,68 +129,110 @@ impl Pipe {
     }
 }
 
-/// A burst's batched reading of its source: `SO_RCVLOWAT` raised to [`BATCH`] on the
-/// first wait, and set back to one byte when the wait runs out or the burst ends.
-struct Batching<'a> {
-    from: &'a TcpStream,
-    state: BatchState,
+/// Whether one direction's bulk bytes come fast enough to be read in batches, kept
+/// across its bursts.
+///
+/// It starts batching. A wait that runs out means fewer than a [`BATCH`] came in
+/// [`BATCH_WAIT`]: every wait would then hold bytes back for the whole timer, so the
+/// direction stops batching. It starts again once a [`BATCH`] has moved within twice
+/// [`BATCH_WAIT`] (at least half a batch per wait).
+pub struct Pace {
+    batch: bool,
+    /// While not batching: the bytes moved since `since`.
+    bytes: usize,
+    since: Instant,
 }
 
-#[derive(PartialEq, Eq)]
-enum BatchState {
-    /// The source has not run dry yet in this burst.
-    Unset,
-    /// `SO_RCVLOWAT` is [`BATCH`].
-    Raised,
-    /// A wait ran out (or the option was refused): the burst ends when the source is dry.
-    Over,
-}
-
-impl<'a> Batching<'a> {
-    fn new(from: &'a TcpStream) -> Batching<'a> {
-        Batching {
-            from,
-            state: BatchState::Unset,
+impl Pace {
+    pub fn new() -> Pace {
+        Pace {
+            batch: true,
+            bytes: 0,
+            since: Instant::now(),
         }
     }
 
-    /// The source ran dry: wait for a batch. Returns whether to read again, false when
-    /// the burst should end (the last wait ran out and the source is still dry).
+    fn moved(&mut self, bytes: usize) {
+        if self.batch {
+            return;
+        }
+        if self.since.elapsed() > 2 * BATCH_WAIT {
+            self.since = Instant::now();
+            self.bytes = 0;
+        }
+        self.bytes += bytes;
+        self.batch = self.bytes >= BATCH;
+    }
+
+    fn slow(&mut self) {
+        self.batch = false;
+        self.bytes = 0;
+        self.since = Instant::now();
+    }
+}
+
+impl Default for Pace {
+    fn default() -> Pace {
+        Pace::new()
+    }
+}
+
+/// A burst's batched reading of its source: `SO_RCVLOWAT` raised to [`BATCH`] for a
+/// wait, and set back to one byte when a wait runs out or the burst ends.
+struct Batching<'a, 'p> {
+    from: &'a TcpStream,
+    pace: &'p mut Pace,
+    /// Whether the mark is raised now.
+    raised: bool,
+}
+
+impl<'a, 'p> Batching<'a, 'p> {
+    fn new(from: &'a TcpStream, pace: &'p mut Pace) -> Batching<'a, 'p> {
+        Batching {
+            from,
+            pace,
+            raised: false,
+        }
+    }
+
+    /// The source ran dry: wait for a batch if that pays. Returns whether to read
+    /// again; false when the burst should end.
     async fn wait(&mut self) -> io::Result<bool> {
-        match self.state {
-            BatchState::Over => return Ok(false),
-            BatchState::Unset => {
-                self.state = match set_rcvlowat(self.from, BATCH) {
-                    Ok(()) => BatchState::Raised,
-                    // Not batching costs wake-ups, not correctness: carry on without it.
-                    Err(_) => return Ok(false),
-                };
+        if !self.pace.batch {
+            return Ok(false);
+        }
+        if !self.raised {
+            if set_rcvlowat(self.from, BATCH).is_err() {
+                // Not batching costs wake-ups, not correctness: carry on without it.
+                self.pace.slow();
+                return Ok(false);
             }
-            BatchState::Raised => {}
+            self.raised = true;
         }
         match tokio::time::timeout(BATCH_WAIT, self.from.readable()).await {
             Ok(ready) => ready.map(|()| true),
             Err(_) => {
                 // Fewer than a batch came in time: take what there is, at the usual
-                // low-water mark, and end the burst once the source is dry.
+                // low-water mark, and stop batching until bytes come faster.
                 self.lower();
-                self.state = BatchState::Over;
+                self.pace.slow();
                 Ok(true)
             }
         }
     }
 
-    fn lower(&self) {
+    fn lower(&mut self) {
         // Setting it back cannot fail on a socket that took the raise; if it did, the
         // next read still returns what there is (reads ignore the mark on a non-blocking
         // socket), and the tunnel's own wait is bounded by the next byte or the idle timer.
         let _ = set_rcvlowat(self.from, 1);
+        self.raised = false;
     }
 }
 
-impl Drop for Batching<'_> {
+impl Drop for Batching<'_, '_> {
     fn drop(&mut self) {
-        if self.state == BatchState::Raised {
+        if self.raised {
             self.lower();
         }
     }
@@ -259,12 +306,14 @@ mod tests {
     }
 
     /// Fewer bytes than a batch arrive while the burst waits: the wait runs out, the mark
-    /// is set back to one byte, and the next dry read ends the burst.
+    /// is set back to one byte, the next dry read ends the burst, and the direction stops
+    /// batching.
     #[tokio::test]
     async fn a_short_batch_wait_runs_out_and_sets_the_mark_back() {
         let (mut sender, from) = pair().await;
         run_dry(&from);
-        let mut batching = Batching::new(&from);
+        let mut pace = Pace::new();
+        let mut batching = Batching::new(&from, &mut pace);
         {
             let waiting = batching.wait();
             tokio::pin!(waiting);
@@ -282,6 +331,8 @@ mod tests {
             !batching.wait().await.unwrap(),
             "the next dry read ends the burst"
         );
+        drop(batching);
+        assert!(!pace.batch, "the direction stops batching");
     }
 
     /// A burst that ends while the mark is raised (here: the batching is dropped mid-wait,
@@ -290,7 +341,8 @@ mod tests {
     async fn dropping_a_raised_batching_sets_the_mark_back() {
         let (_sender, from) = pair().await;
         run_dry(&from);
-        let mut batching = Batching::new(&from);
+        let mut pace = Pace::new();
+        let mut batching = Batching::new(&from, &mut pace);
         {
             let waiting = batching.wait();
             tokio::pin!(waiting);
@@ -299,6 +351,26 @@ mod tests {
         assert_eq!(rcvlowat(&from), BATCH as libc::c_int);
         drop(batching);
         assert_eq!(rcvlowat(&from), 1);
+    }
+
+    /// A direction that stopped batching starts again once a batch moves quickly, and not
+    /// on bytes spread thinly over time.
+    #[test]
+    fn pace_batches_again_once_a_batch_moves_quickly() {
+        let mut pace = Pace::new();
+        pace.slow();
+        pace.moved(BATCH / 2);
+        assert!(!pace.batch);
+        pace.moved(BATCH / 2);
+        assert!(pace.batch, "a batch within twice the wait");
+        pace.slow();
+        pace.moved(BATCH / 2);
+        std::thread::sleep(3 * BATCH_WAIT);
+        pace.moved(BATCH / 2);
+        assert!(
+            !pace.batch,
+            "half a batch, then half again after the window"
+        );
     }
 
     /// Read the socket dry, as the burst has when it waits: tokio forgets its readiness.
