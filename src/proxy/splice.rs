@@ -153,11 +153,14 @@ impl Pace {
     }
 
     fn moved(&mut self, bytes: usize) {
-        if self.batch {
-            return;
+        if !self.batch {
+            self.moved_at(bytes, Instant::now());
         }
-        if self.since.elapsed() > 2 * BATCH_WAIT {
-            self.since = Instant::now();
+    }
+
+    fn moved_at(&mut self, bytes: usize, now: Instant) {
+        if now.duration_since(self.since) > 2 * BATCH_WAIT {
+            self.since = now;
             self.bytes = 0;
         }
         self.bytes += bytes;
@@ -165,9 +168,13 @@ impl Pace {
     }
 
     fn slow(&mut self) {
+        self.slow_at(Instant::now());
+    }
+
+    fn slow_at(&mut self, now: Instant) {
         self.batch = false;
         self.bytes = 0;
-        self.since = Instant::now();
+        self.since = now;
     }
 }
 
