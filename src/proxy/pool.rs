@@ -10,7 +10,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hyper::body::Incoming;
+use http_body_util::{BodyExt, Empty};
+use hyper::body::{Body as _, Incoming};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
@@ -22,6 +23,11 @@ use crate::net::dial::{dial, CheckedAddr, DialError};
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// At most this many kept-open connections per address; more are closed when returned.
 const MAX_IDLE_PER_ADDR: usize = 512;
+/// A kept-open connection idle this long may be closed by upstream (its own keep-alive
+/// timeout) just as a request goes out over it. An idempotent request without a body
+/// sent over such a connection is kept, and sent again over a new connection if the
+/// first gets no answer (RFC 9110 9.2.2). Connections in steady use skip the copy.
+const RETRY_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// Why a request got no response from upstream.
 #[derive(Debug, thiserror::Error)]
@@ -76,12 +82,20 @@ impl Upstream {
     ) -> Result<(Response<Incoming>, Lease), SendError> {
         // A kept-open connection that upstream closed meanwhile gives the request back
         // unsent; it then goes to the next one, or to a new connection.
-        while let Some((mut sender, addr)) = self.checkout(addrs) {
+        while let Some((mut sender, addr, idle)) = self.checkout(addrs) {
+            let again = (idle >= RETRY_AFTER_IDLE)
+                .then(|| retry_copy(&req))
+                .flatten();
             match sender.try_send_request(req).await {
                 Ok(resp) => return Ok((resp, Lease { sender, addr })),
-                Err(mut e) => match e.take_message() {
-                    Some(unsent) => req = unsent,
-                    None => return Err(SendError::Upstream(e.into_error())),
+                Err(mut e) => match (e.take_message(), again) {
+                    (Some(unsent), _) => req = unsent,
+                    (None, Some(copy)) => {
+                        tracing::debug!(upstream = %addr.addr(), error = %e.error(), "a kept-open connection failed; sending the request again over a new one");
+                        req = copy;
+                        break;
+                    }
+                    (None, None) => return Err(SendError::Upstream(e.into_error())),
                 },
             }
         }
@@ -120,8 +134,12 @@ impl Upstream {
         idle.retain(|_, list| !list.is_empty());
     }
 
-    /// The most recently returned usable connection to the first of `addrs` that has one.
-    fn checkout(&self, addrs: &[CheckedAddr]) -> Option<(SendRequest<Body>, CheckedAddr)> {
+    /// The most recently returned usable connection to the first of `addrs` that has one,
+    /// and how long it sat idle.
+    fn checkout(
+        &self,
+        addrs: &[CheckedAddr],
+    ) -> Option<(SendRequest<Body>, CheckedAddr, Duration)> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         for &addr in addrs {
             let Some(list) = idle.get_mut(&addr.addr()) else {
@@ -144,16 +162,30 @@ impl Upstream {
                     busy.push(entry);
                     continue;
                 }
-                found = Some(entry.sender);
+                found = Some((entry.sender, entry.since.elapsed()));
                 break;
             }
             list.extend(busy.into_iter().rev());
-            if let Some(sender) = found {
-                return Some((sender, addr));
+            if let Some((sender, idle)) = found {
+                return Some((sender, addr, idle));
             }
         }
         None
     }
+}
+
+/// A copy of `req` to send again, if it may be: an idempotent method and no body.
+fn retry_copy(req: &Request<Body>) -> Option<Request<Body>> {
+    if !req.method().is_idempotent() || !req.body().is_end_stream() {
+        return None;
+    }
+    let empty = Empty::new().map_err(|never| match never {}).boxed();
+    let mut copy = Request::new(empty);
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    Some(copy)
 }
 
 /// Sweep `pool` every few seconds, for as long as the worker runs.
@@ -226,7 +258,7 @@ mod tests {
         // A request approved only for `b` never gets `a`'s connection.
         assert!(pool.checkout(&[b]).is_none());
         tokio::time::sleep(Duration::from_millis(20)).await;
-        let (_, reached) = pool.checkout(&[b, a]).expect("a's connection, kept");
+        let (_, reached, _) = pool.checkout(&[b, a]).expect("a's connection, kept");
         assert_eq!(reached, a);
     }
 

@@ -108,3 +108,102 @@ async fn a_refusing_address_falls_back_to_the_next_approved_one() {
         .await;
     assert_eq!(record["resolved_ip"], "127.0.0.2", "{record}");
 }
+
+/// An origin that answers the first request on each connection and keeps it open, then
+/// reads the next request on it and closes without an answer: what an upstream does when
+/// its keep-alive timeout ends a connection just as a request goes out. Returns its
+/// address, and the request lines it read, in order.
+async fn dropping_origin() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                for answered in [true, false] {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        match stream.read(&mut byte).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => head.push(byte[0]),
+                        }
+                    }
+                    let text = String::from_utf8_lossy(&head);
+                    log.lock()
+                        .unwrap()
+                        .push(text.lines().next().unwrap_or("").to_owned());
+                    if !answered {
+                        return; // dropped: no answer, the connection closes
+                    }
+                    let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                    if stream.write_all(answer).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// A GET over a kept-open connection that upstream drops without answering is sent
+/// again over a new connection, and the client sees only the answer.
+#[tokio::test]
+async fn a_get_that_a_kept_connection_dropped_is_sent_again() {
+    let (addr, seen) = dropping_origin().await;
+    let proxy = ProxyBuilder::standard(addr.port())
+        .arg("--workers")
+        .arg("1")
+        .start()
+        .await;
+    let authority = format!("allowed.test:{}", addr.port());
+    let mut conn = Conn::open(proxy.addr).await;
+    let resp = conn.get(&authority, "/one").await;
+    assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+    // Long enough idle that the proxy keeps a copy of the next request.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let resp = conn.get(&authority, "/two").await;
+    assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+    assert_eq!(resp.text(), "ok");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            "GET /one HTTP/1.1",
+            "GET /two HTTP/1.1",
+            "GET /two HTTP/1.1"
+        ],
+        "dropped once, then sent again"
+    );
+}
+
+/// A POST is not idempotent: dropped the same way, it is answered 502 and never sent
+/// a second time.
+#[tokio::test]
+async fn a_post_that_a_kept_connection_dropped_is_not_sent_again() {
+    let (addr, seen) = dropping_origin().await;
+    let proxy = ProxyBuilder::standard(addr.port())
+        .arg("--workers")
+        .arg("1")
+        .start()
+        .await;
+    let authority = format!("allowed.test:{}", addr.port());
+    let mut conn = Conn::open(proxy.addr).await;
+    let resp = conn.get(&authority, "/one").await;
+    assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let post = format!(
+        "POST http://{authority}/order HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 4\r\n\r\nbody"
+    );
+    conn.send(post.as_bytes()).await;
+    let resp = conn.read_response().await;
+    assert_eq!(resp.status, 502, "{resp:?}\n{}", proxy.diagnostics());
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen, ["GET /one HTTP/1.1", "POST /order HTTP/1.1"]);
+}
