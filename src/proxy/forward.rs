@@ -3,13 +3,16 @@
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST};
+use hyper::header::{
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION,
+    TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+};
 use hyper::{Request, Response, StatusCode, Uri};
 
 use super::judge::{audit_allowed, plain_url, Approved, Failure};
@@ -19,19 +22,22 @@ use crate::net::dial::DialError;
 use crate::policy::Host;
 
 /// Headers that describe one hop and are never forwarded (SPEC 10), besides those the
-/// `Connection` header names. `X-Network-Policy` is ours and stops here too.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    super::request::NETWORK_POLICY_HEADER,
-];
+/// `Connection` header names. `X-Network-Policy` is ours and stops here too. `Connection`
+/// comes first: [`strip_hop_by_hop`] reads it before removing it.
+static HOP_BY_HOP: LazyLock<[HeaderName; 10]> = LazyLock::new(|| {
+    [
+        CONNECTION,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+        PROXY_AUTHENTICATE,
+        PROXY_AUTHORIZATION,
+        TE,
+        TRAILER,
+        TRANSFER_ENCODING,
+        UPGRADE,
+        HeaderName::from_static(super::request::NETWORK_POLICY_HEADER),
+    ]
+});
 
 /// Forward an approved plain-HTTP request and return upstream's answer.
 pub async fn forward(
@@ -110,18 +116,30 @@ fn head_len(headers: &HeaderMap) -> usize {
 
 /// Remove `Connection`, every header it names, and the fixed hop-by-hop set.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
+    // One pass over the names finds which of the set are there (often none, or only
+    // `Connection`), so only those are looked up and removed.
+    let mut present = 0u16;
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|hop| hop == name) {
+            present |= 1 << i;
+        }
     }
-    for name in HOP_BY_HOP {
-        headers.remove(*name);
+    if present & 1 != 0 {
+        let named: Vec<HeaderName> = headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for (i, name) in HOP_BY_HOP.iter().enumerate() {
+        if present & (1 << i) != 0 {
+            headers.remove(name);
+        }
     }
 }
 
@@ -132,7 +150,8 @@ fn host_value(host: &Host, port: u16) -> HeaderValue {
         (_, 80) => host.to_string(),
         _ => host.authority(port),
     };
-    HeaderValue::from_str(&text).expect("a normalised host is a valid header value")
+    HeaderValue::from_maybe_shared(Bytes::from(text))
+        .expect("a normalised host is a valid header value")
 }
 
 /// The request target upstream sees: the origin form (path and query) of `original`.
