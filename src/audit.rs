@@ -186,10 +186,11 @@ pub fn new_request_id() -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let id = (u128::from(prefix) << 64) | u128::from(n);
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    (0..32)
-        .rev()
-        .map(|nibble| char::from(HEX[((id >> (4 * nibble)) & 0xf) as usize]))
-        .collect()
+    let mut text = [0u8; 32];
+    for (i, digit) in text.iter_mut().enumerate() {
+        *digit = HEX[((id >> (4 * (31 - i))) & 0xf) as usize];
+    }
+    String::from_utf8(text.to_vec()).expect("hex digits are ASCII")
 }
 
 enum Msg {

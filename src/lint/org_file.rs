@@ -82,6 +82,7 @@ fn read_org(sink: &mut Sink, file: &str, root: &dyn TableLike) -> OrgPolicy {
     let allowed = entries::domains(sink, &strings(root.get("allowed_domains")), &allowed_ctx);
     entries::conflicts(sink, &allowed, "allowed_domains", &denied, &ports);
     let cidrs = entries::cidrs(sink, &strings(root.get("allowed_cidrs")), "allowed_cidrs");
+    let allowed_cidrs: Vec<_> = cidrs.into_iter().map(|(n, _)| n).collect();
     let mut org = OrgPolicy {
         source: file.to_string(),
         name: root
@@ -96,7 +97,8 @@ fn read_org(sink: &mut Sink, file: &str, root: &dyn TableLike) -> OrgPolicy {
         allowed: set(allowed),
         denied,
         allowed_ports: ports.clone(),
-        allowed_cidrs: cidrs.into_iter().map(|(n, _)| n).collect(),
+        cidr_rules: crate::policy::cidr_rules(&allowed_cidrs),
+        allowed_cidrs,
         default_policy: RequestPolicy::Disabled,
         shared_hosting_action: action,
         shared_hosting_extra: extra,
@@ -227,6 +229,7 @@ fn lenient_org(file: &str) -> OrgPolicy {
         denied: DomainSet::default(),
         allowed_ports: vec![80, 443],
         allowed_cidrs: Vec::new(),
+        cidr_rules: Vec::new(),
         default_policy: RequestPolicy::Disabled,
         shared_hosting_action: SharedHostingAction::Flag,
         shared_hosting_extra: DomainSet::default(),

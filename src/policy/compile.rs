@@ -6,6 +6,8 @@
 use std::fmt;
 use std::ops::Range;
 
+use std::sync::Arc;
+
 use ipnet::IpNet;
 use serde::Deserialize;
 use toml::Spanned;
@@ -47,6 +49,9 @@ pub struct OrgPolicy {
     pub denied: DomainSet,
     pub allowed_ports: Vec<u16>,
     pub allowed_cidrs: Vec<IpNet>,
+    /// The text of each `allowed_cidrs` entry, in the same order: the rule of the
+    /// decisions it makes, written once here rather than on every request.
+    pub cidr_rules: Vec<Arc<str>>,
     pub default_policy: RequestPolicy,
     pub shared_hosting_action: SharedHostingAction,
     pub shared_hosting_extra: DomainSet,
@@ -192,6 +197,11 @@ fn compile_cidrs(list: Option<Vec<Spanned<String>>>, p: &mut Problems) -> Vec<Ip
     nets
 }
 
+/// The rule text of each of `cidrs`, for [`OrgPolicy::cidr_rules`].
+pub fn cidr_rules(cidrs: &[IpNet]) -> Vec<Arc<str>> {
+    cidrs.iter().map(|net| Arc::from(net.to_string())).collect()
+}
+
 /// A CIDR as `allowed_cidrs` takes it (host bits dropped); also used by `lint`.
 pub fn parse_cidr(s: &str) -> Result<IpNet, String> {
     if !s.contains('/') {
@@ -253,6 +263,7 @@ impl OrgPolicy {
             allowed,
             denied,
             allowed_ports,
+            cidr_rules: cidr_rules(&allowed_cidrs),
             allowed_cidrs,
             default_policy,
             shared_hosting_action: match action {

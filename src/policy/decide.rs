@@ -269,15 +269,24 @@ fn find_net(nets: &[IpNet], ip: IpAddr) -> Option<&IpNet> {
     nets.iter().find(|n| net_contains(n, ip))
 }
 
+/// The organization `allowed_cidrs` entry holding `ip`, as its rule text.
+fn org_cidr_rule(org: &OrgPolicy, ip: IpAddr) -> Option<Arc<str>> {
+    let i = org.allowed_cidrs.iter().position(|n| net_contains(n, ip))?;
+    Some(match org.cidr_rules.get(i) {
+        Some(rule) => rule.clone(),
+        None => Arc::from(org.allowed_cidrs[i].to_string()),
+    })
+}
+
 fn decide_ip(eff: &Effective, ip: IpAddr, port: u16) -> Decision {
     let org = eff.org;
-    let Some(net) = find_net(&org.allowed_cidrs, ip) else {
+    let Some(rule) = org_cidr_rule(org, ip) else {
         return match refused_class(ip) {
             Some(_) => Decision::deny(Reason::PrivateAddress, Level::Address, None),
             None => Decision::deny(Reason::NotInOrgAllowlist, Level::Org, None),
         };
     };
-    let rule = Some(Arc::from(net.to_string()));
+    let rule = Some(rule);
     if !org.allowed_ports.contains(&port) {
         return Decision::deny(Reason::PortNotAllowed, Level::Org, rule);
     }
@@ -323,7 +332,7 @@ pub fn check_address(eff: &Effective, ip: IpAddr, own: &[SocketAddr], port: u16)
     if class.is_none() {
         return Decision::allow(Level::Address, None);
     }
-    let Some(net) = find_net(&eff.org.allowed_cidrs, ip) else {
+    let Some(rule) = org_cidr_rule(eff.org, ip) else {
         return Decision::deny(Reason::PrivateAddress, Level::Address, None);
     };
     let narrowed_out = eff.levels.iter().any(|level| match level {
@@ -335,7 +344,7 @@ pub fn check_address(eff: &Effective, ip: IpAddr, own: &[SocketAddr], port: u16)
     if narrowed_out {
         return Decision::deny(Reason::PrivateAddress, Level::Address, None);
     }
-    Decision::allow(Level::Address, Some(Arc::from(net.to_string())))
+    Decision::allow(Level::Address, Some(rule))
 }
 
 #[cfg(test)]

@@ -22,7 +22,8 @@ pub mod shared_hosting;
 pub mod tls;
 
 pub use compile::{
-    DomainSet, Mode, OrgPolicy, PolicyError, Problem, RequestPolicy, SharedHostingAction, Tunnels,
+    cidr_rules, DomainSet, Mode, OrgPolicy, PolicyError, Problem, RequestPolicy,
+    SharedHostingAction, Tunnels,
 };
 pub use cover::{check_narrowing, Widening};
 pub use decide::{check_address, decide, Decision, Effective, Level, Reason, Target, Verdict};
