@@ -235,3 +235,22 @@ impl Drop for Metered {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strip_removes_the_set_and_what_connection_names_and_keeps_the_rest() {
+        let mut headers = HeaderMap::new();
+        for name in HOP_BY_HOP.iter() {
+            headers.insert(name.clone(), HeaderValue::from_static("x"));
+        }
+        headers.insert(CONNECTION, HeaderValue::from_static("close, X-Named"));
+        headers.insert("x-named", HeaderValue::from_static("hop"));
+        headers.insert("x-kept", HeaderValue::from_static("end to end"));
+        strip_hop_by_hop(&mut headers);
+        let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left, ["x-kept"]);
+    }
+}
