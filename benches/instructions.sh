@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# User-space instructions the proxy spends per keep-alive request, counted by callgrind:
+# repeatable on a shared machine where timings are not (by hand, not in CI).
+#
+#   cargo build --release && benches/instructions.sh
+#
+# Starts an nginx origin and the release proxy (one worker) under callgrind on loopback,
+# sends FEW and then MANY keep-alive GETs over one client connection (a small Python
+# client), and prints (instructions at MANY - instructions at FEW) / (MANY - FEW): the
+# start-up cost cancels out. Needs valgrind, nginx and python3. Knobs (environment):
+# FEW=500 MANY=2500 BASE_PORT=21200 PROXY_BIN (default: the release build). The proxy
+# pins its one name with --resolve: nothing is resolved through the system resolver.
+set -euo pipefail
+
+FEW=${FEW:-500}
+MANY=${MANY:-2500}
+BASE_PORT=${BASE_PORT:-21200}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PROXY_BIN=${PROXY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/egress-proxy}
+ORIGIN_PORT=$BASE_PORT
+PROXY_PORT=$((BASE_PORT + 1))
+for tool in valgrind nginx python3; do
+    command -v "$tool" >/dev/null || { echo "instructions.sh: $tool is needed" >&2; exit 2; }
+done
+[ -x "$PROXY_BIN" ] || { echo "instructions.sh: no proxy binary at $PROXY_BIN" >&2; exit 2; }
+
+TMP=$(mktemp -d /tmp/egress-instructions.XXXXXX)
+PIDS=()
+cleanup() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+wait_port() {
+    local i
+    for i in $(seq 150); do
+        ss -Htln "sport = :$1" | grep -q . && return 0
+        sleep 0.2
+    done
+    echo "instructions.sh: nothing listens on $1" >&2
+    exit 2
+}
+
+mkdir -p "$TMP/www"
+head -c 256 /dev/zero | tr '\0' 'x' >"$TMP/www/index.html"
+cat >"$TMP/nginx.conf" <<CONF
+daemon off; master_process off; worker_processes 1; pid $TMP/nginx.pid;
+error_log $TMP/nginx-error.log warn;
+events { worker_connections 64; }
+http {
+    access_log off; keepalive_requests 1000000;
+    client_body_temp_path $TMP/b; proxy_temp_path $TMP/p; fastcgi_temp_path $TMP/f;
+    uwsgi_temp_path $TMP/u; scgi_temp_path $TMP/s;
+    server { listen 127.0.0.1:$ORIGIN_PORT; root $TMP/www; }
+}
+CONF
+nginx -p "$TMP" -c "$TMP/nginx.conf" &
+PIDS+=($!)
+wait_port "$ORIGIN_PORT"
+cat >"$TMP/org.toml" <<CONF
+version = 1
+allowed_domains = ["allowed.test:$ORIGIN_PORT"]
+allowed_cidrs = ["127.0.0.0/8"]
+default_network_policy = { type = "allowlist", allowed_domains = ["allowed.test:$ORIGIN_PORT"] }
+CONF
+cat >"$TMP/client.py" <<'PY'
+import socket, sys
+port, count, origin = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+conn = socket.create_connection(("127.0.0.1", port), timeout=60)
+request = f"GET http://allowed.test:{origin}/ HTTP/1.1\r\nHost: allowed.test:{origin}\r\n\r\n".encode()
+buf = b""
+for _ in range(count):
+    conn.sendall(request)
+    while True:
+        end = buf.find(b"\r\n\r\n")
+        if end >= 0:
+            head = buf[:end].decode()
+            length = next(int(l.split(":")[1]) for l in head.split("\r\n")[1:]
+                          if l.lower().startswith("content-length:"))
+            if len(buf) >= end + 4 + length:
+                assert head.startswith("HTTP/1.1 200"), head
+                buf = buf[end + 4 + length:]
+                break
+        data = conn.recv(65536)
+        assert data, "the proxy closed the connection"
+        buf += data
+PY
+
+# Instructions the proxy ran, start to exit, serving $1 requests.
+count() {
+    local pid
+    EGRESS_PROXY_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$TMP/callgrind.$1" \
+        "$PROXY_BIN" serve --org "$TMP/org.toml" --listen "127.0.0.1:$PROXY_PORT" --workers 1 \
+        --resolve allowed.test=127.0.0.1 --dns-server 127.0.0.1:9 \
+        --audit-log "$TMP/audit.jsonl" 2>"$TMP/valgrind.$1.log" &
+    pid=$!
+    PIDS+=($pid)
+    wait_port "$PROXY_PORT"
+    timeout 600 python3 "$TMP/client.py" "$PROXY_PORT" "$1" "$ORIGIN_PORT"
+    kill -TERM "$pid"
+    wait "$pid" || true
+    awk '/Collected/ {gsub(",", "", $4); print $4}' "$TMP/valgrind.$1.log"
+}
+
+few=$(count "$FEW")
+many=$(count "$MANY")
+echo "instructions per keep-alive request (callgrind, one worker): $(( (many - few) / (MANY - FEW) ))"
