@@ -174,15 +174,15 @@ async fn copy_burst(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::time::Duration;
     use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
     use tokio::time::timeout;
 
-    /// A connected pair of TCP streams on loopback.
-    async fn pair() -> (TcpStream, TcpStream) {
+    /// A connected pair of TCP streams on loopback (also used by `splice`'s tests).
+    pub(in crate::proxy) async fn pair() -> (TcpStream, TcpStream) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let near = TcpStream::connect(listener.local_addr().unwrap());
         let (near, far) = tokio::join!(near, listener.accept());

@@ -285,15 +285,8 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proxy::relay::tests::pair;
     use tokio::io::AsyncWriteExt;
-    use tokio::net::TcpListener;
-
-    async fn pair() -> (TcpStream, TcpStream) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let near = TcpStream::connect(listener.local_addr().unwrap());
-        let (near, far) = tokio::join!(near, listener.accept());
-        (near.unwrap(), far.unwrap().0)
-    }
 
     fn rcvlowat(socket: &TcpStream) -> libc::c_int {
         let mut value: libc::c_int = -1;

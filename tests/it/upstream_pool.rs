@@ -2,6 +2,7 @@
 //! upstream closed is never handed out, and an approved address that refuses the
 //! connection falls back to the next approved one.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -10,7 +11,7 @@ use tokio::net::TcpListener;
 use crate::support::client::{get_via_proxy, Conn};
 use crate::support::org::{allowlist_json, Org};
 use crate::support::origin::Origin;
-use crate::support::proxy::ProxyBuilder;
+use crate::support::proxy::{Proxy, ProxyBuilder};
 
 #[tokio::test]
 async fn requests_in_turn_share_one_upstream_connection() {
@@ -113,13 +114,10 @@ async fn a_refusing_address_falls_back_to_the_next_approved_one() {
 /// reads the next request on it and closes without an answer: what an upstream does when
 /// its keep-alive timeout ends a connection just as a request goes out. Returns its
 /// address, and the request lines it read, in order.
-async fn dropping_origin() -> (
-    std::net::SocketAddr,
-    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-) {
+async fn dropping_origin() -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
@@ -152,10 +150,10 @@ async fn dropping_origin() -> (
     (addr, seen)
 }
 
-/// A GET over a kept-open connection that upstream drops without answering is sent
-/// again over a new connection, and the client sees only the answer.
-#[tokio::test]
-async fn a_get_that_a_kept_connection_dropped_is_sent_again() {
+/// Through a one-worker proxy to a [`dropping_origin`]: a first GET answered, then the
+/// kept connection left idle long enough that the proxy keeps a copy of the next
+/// request. Returns the proxy, the client connection, the authority and the origin's log.
+async fn after_an_idle_kept_connection() -> (Proxy, Conn, String, Arc<Mutex<Vec<String>>>) {
     let (addr, seen) = dropping_origin().await;
     let proxy = ProxyBuilder::standard(addr.port())
         .arg("--workers")
@@ -166,8 +164,15 @@ async fn a_get_that_a_kept_connection_dropped_is_sent_again() {
     let mut conn = Conn::open(proxy.addr).await;
     let resp = conn.get(&authority, "/one").await;
     assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
-    // Long enough idle that the proxy keeps a copy of the next request.
     tokio::time::sleep(Duration::from_millis(1200)).await;
+    (proxy, conn, authority, seen)
+}
+
+/// A GET over a kept-open connection that upstream drops without answering is sent
+/// again over a new connection, and the client sees only the answer.
+#[tokio::test]
+async fn a_get_that_a_kept_connection_dropped_is_sent_again() {
+    let (proxy, mut conn, authority, seen) = after_an_idle_kept_connection().await;
     let resp = conn.get(&authority, "/two").await;
     assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
     assert_eq!(resp.text(), "ok");
@@ -187,17 +192,7 @@ async fn a_get_that_a_kept_connection_dropped_is_sent_again() {
 /// a second time.
 #[tokio::test]
 async fn a_post_that_a_kept_connection_dropped_is_not_sent_again() {
-    let (addr, seen) = dropping_origin().await;
-    let proxy = ProxyBuilder::standard(addr.port())
-        .arg("--workers")
-        .arg("1")
-        .start()
-        .await;
-    let authority = format!("allowed.test:{}", addr.port());
-    let mut conn = Conn::open(proxy.addr).await;
-    let resp = conn.get(&authority, "/one").await;
-    assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (proxy, mut conn, authority, seen) = after_an_idle_kept_connection().await;
     let post = format!(
         "POST http://{authority}/order HTTP/1.1\r\nHost: {authority}\r\nContent-Length: 4\r\n\r\nbody"
     );
