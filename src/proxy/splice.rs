@@ -37,7 +37,7 @@ const PIPE_SIZE: usize = 256 * 1024;
 pub const BATCH: usize = 1024 * 1024;
 
 /// In a bulk burst, how long the proxy waits for a [`BATCH`] before it moves what there
-/// is and ends the burst: the most a late tail is held back.
+/// is and stops batching (see [`Pace`]): the most a late tail is held back.
 pub const BATCH_WAIT: Duration = Duration::from_millis(1);
 
 /// A pipe, both ends non-blocking, closed on drop.
@@ -220,27 +220,28 @@ impl<'a, 'p> Batching<'a, 'p> {
             Ok(ready) => ready.map(|()| true),
             Err(_) => {
                 // Fewer than a batch came in time: take what there is, at the usual
-                // low-water mark, and stop batching until bytes come faster.
-                self.lower();
+                // low-water mark, and stop batching until bytes come faster. A mark that
+                // cannot be set back could strand a tail: that ends the tunnel instead.
+                self.lower()?;
                 self.pace.slow();
                 Ok(true)
             }
         }
     }
 
-    fn lower(&mut self) {
-        // Setting it back cannot fail on a socket that took the raise; if it did, the
-        // next read still returns what there is (reads ignore the mark on a non-blocking
-        // socket), and the tunnel's own wait is bounded by the next byte or the idle timer.
-        let _ = set_rcvlowat(self.from, 1);
+    fn lower(&mut self) -> io::Result<()> {
         self.raised = false;
+        set_rcvlowat(self.from, 1)
     }
 }
 
 impl Drop for Batching<'_, '_> {
     fn drop(&mut self) {
+        // A burst ends with the mark raised only when its source ended, failed, or the
+        // tunnel is being dropped; the mark is set back anyway, and a failure here has
+        // nothing left to strand.
         if self.raised {
-            self.lower();
+            let _ = self.lower();
         }
     }
 }
