@@ -248,12 +248,7 @@ async fn shared_hosting_with_action_flag_is_allowed_and_marked() {
     let resp = get_via_proxy(proxy.addr, &url("hooks.webhook.site", &origin), &[]).await;
     assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
     assert_eq!(origin.hits(), 1);
-    let record = proxy
-        .wait_audit(
-            |r| r["event"] == "egress.allowed",
-            crate::support::proxy::AUDIT_TIMEOUT,
-        )
-        .await;
+    let record = proxy.allowed_record().await;
     assert_eq!(record["host"], "hooks.webhook.site", "{record}");
     assert_eq!(
         record["shared_hosting"],

@@ -23,9 +23,7 @@ async fn audit_allowed_records_bytes_after_the_connection_closes() {
     let body = vec![b'u'; 1000];
     let resp = send_raw(proxy.addr, &request_bytes("POST", &url, &[], &body)).await;
     assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
-    let record = proxy
-        .wait_audit(|r| r["event"] == "egress.allowed", AUDIT_TIMEOUT)
-        .await;
+    let record = proxy.allowed_record().await;
     let ctx = format!("{record}\n{}", proxy.diagnostics());
     let up = record["bytes_up"].as_u64();
     let down = record["bytes_down"].as_u64();

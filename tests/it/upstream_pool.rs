@@ -101,12 +101,7 @@ async fn a_refusing_address_falls_back_to_the_next_approved_one() {
     let resp = get_via_proxy(proxy.addr, &url, &[]).await;
     assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
     assert_eq!(resp.text(), "origin:second");
-    let record = proxy
-        .wait_audit(
-            |r| r["event"] == "egress.allowed",
-            crate::support::proxy::AUDIT_TIMEOUT,
-        )
-        .await;
+    let record = proxy.allowed_record().await;
     assert_eq!(record["resolved_ip"], "127.0.0.2", "{record}");
 }
 

@@ -383,6 +383,12 @@ impl Proxy {
             .collect()
     }
 
+    /// Wait for the first `egress.allowed` record (needs `audit_allowed`); returns it.
+    pub async fn allowed_record(&self) -> Value {
+        self.wait_audit(|r| r["event"] == "egress.allowed", AUDIT_TIMEOUT)
+            .await
+    }
+
     /// Wait until a record matches `pred`; returns it. Panics after `timeout`.
     pub async fn wait_audit(&self, pred: impl Fn(&Value) -> bool, timeout: Duration) -> Value {
         let started = Instant::now();
