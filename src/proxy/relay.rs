@@ -189,17 +189,45 @@ pub(super) mod tests {
         (near.unwrap(), far.unwrap().0)
     }
 
+    /// What a relay under test counts into: its byte counters and its activity.
+    #[derive(Default)]
+    struct Meter {
+        up: AtomicU64,
+        down: AtomicU64,
+        activity: Activity,
+    }
+
+    /// A client and an origin on loopback, and the relay between them (not yet polled),
+    /// counting into `meter`.
+    async fn relayed(
+        meter: &Meter,
+        zero_copy: bool,
+    ) -> (
+        TcpStream,
+        TcpStream,
+        impl std::future::Future<Output = io::Result<()>> + '_,
+    ) {
+        let (client, client_side) = pair().await;
+        let (upstream_side, origin) = pair().await;
+        let relay = tcp_relay(
+            client_side,
+            upstream_side,
+            &meter.up,
+            &meter.down,
+            &meter.activity,
+            zero_copy,
+        );
+        (client, origin, relay)
+    }
+
     /// `len` bytes that differ from any shift of themselves by less than 251.
     fn pattern(len: usize, seed: u8) -> Vec<u8> {
         (0..len).map(|i| (i % 251) as u8 ^ seed).collect()
     }
 
     async fn copies_both_ways_counts_and_passes_each_end_on(zero_copy: bool) {
-        let (mut client, client_side) = pair().await;
-        let (upstream_side, mut origin) = pair().await;
-        let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
-        let activity = Activity::new();
-        let relay = tcp_relay(client_side, upstream_side, &up, &down, &activity, zero_copy);
+        let meter = Meter::default();
+        let (mut client, mut origin, relay) = relayed(&meter, zero_copy).await;
         let ends = async {
             // More than a chunk up, so the loop goes round; then the client's EOF.
             let big = vec![7u8; 3 * CHUNK + 5];
@@ -217,8 +245,8 @@ pub(super) mod tests {
         };
         let (relayed, ()) = tokio::join!(relay, ends);
         relayed.unwrap();
-        assert_eq!(up.load(Ordering::Relaxed), 3 * CHUNK as u64 + 5);
-        assert_eq!(down.load(Ordering::Relaxed), 6);
+        assert_eq!(meter.up.load(Ordering::Relaxed), 3 * CHUNK as u64 + 5);
+        assert_eq!(meter.down.load(Ordering::Relaxed), 6);
     }
 
     #[tokio::test]
@@ -234,11 +262,8 @@ pub(super) mod tests {
     /// Several MiB each way at once, every byte checked.
     async fn large_transfer_both_ways_at_once(zero_copy: bool) {
         const LEN: usize = 8 * 1024 * 1024 + 13;
-        let (client, client_side) = pair().await;
-        let (upstream_side, origin) = pair().await;
-        let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
-        let activity = Activity::new();
-        let relay = tcp_relay(client_side, upstream_side, &up, &down, &activity, zero_copy);
+        let meter = Meter::default();
+        let (client, origin, relay) = relayed(&meter, zero_copy).await;
         // Each end sends its pattern and reads the other's, both at once.
         let end = |mut stream: TcpStream, seed: u8| async move {
             let (mut read, mut write) = stream.split();
@@ -259,8 +284,8 @@ pub(super) mod tests {
         relayed.unwrap();
         assert!(at_origin == pattern(LEN, 1), "every byte up, in order");
         assert!(at_client == pattern(LEN, 2), "every byte down, in order");
-        assert_eq!(up.load(Ordering::Relaxed), LEN as u64);
-        assert_eq!(down.load(Ordering::Relaxed), LEN as u64);
+        assert_eq!(meter.up.load(Ordering::Relaxed), LEN as u64);
+        assert_eq!(meter.down.load(Ordering::Relaxed), LEN as u64);
     }
 
     #[tokio::test]
@@ -277,11 +302,8 @@ pub(super) mod tests {
     /// relay's batched reading (on Linux) must not hold them back waiting for more.
     async fn a_tail_after_a_bulk_download_is_passed_on(zero_copy: bool) {
         const BULK: usize = 4 * 1024 * 1024;
-        let (mut client, client_side) = pair().await;
-        let (upstream_side, mut origin) = pair().await;
-        let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
-        let activity = Activity::new();
-        let relay = tcp_relay(client_side, upstream_side, &up, &down, &activity, zero_copy);
+        let meter = Meter::default();
+        let (mut client, mut origin, relay) = relayed(&meter, zero_copy).await;
         let ends = async {
             let (bulk, mut got) = (pattern(BULK, 4), vec![0u8; BULK]);
             let (sent, read) = tokio::join!(origin.write_all(&bulk), client.read_exact(&mut got));
@@ -303,7 +325,7 @@ pub(super) mod tests {
             .await
             .expect("the relay ends");
         drop(relayed);
-        assert_eq!(down.load(Ordering::Relaxed), BULK as u64 + 16);
+        assert_eq!(meter.down.load(Ordering::Relaxed), BULK as u64 + 16);
     }
 
     #[tokio::test]
@@ -319,11 +341,8 @@ pub(super) mod tests {
     /// The origin resets its connection while the client is still sending: the relay
     /// ends with an error, and does not hang.
     async fn peer_reset_mid_transfer_ends_with_an_error(zero_copy: bool) {
-        let (mut client, client_side) = pair().await;
-        let (upstream_side, mut origin) = pair().await;
-        let (up, down) = (AtomicU64::new(0), AtomicU64::new(0));
-        let activity = Activity::new();
-        let relay = tcp_relay(client_side, upstream_side, &up, &down, &activity, zero_copy);
+        let meter = Meter::default();
+        let (mut client, mut origin, relay) = relayed(&meter, zero_copy).await;
         let sending = tokio::spawn(async move {
             let chunk = pattern(CHUNK, 3);
             // Fails once the relay gives up and closes its end.
@@ -341,7 +360,7 @@ pub(super) mod tests {
         .await
         .expect("the relay ends");
         assert!(relayed.is_err(), "a reset is an error: {relayed:?}");
-        assert!(up.load(Ordering::Relaxed) >= 1024 * 1024);
+        assert!(meter.up.load(Ordering::Relaxed) >= 1024 * 1024);
         timeout(Duration::from_secs(30), sending)
             .await
             .unwrap()
