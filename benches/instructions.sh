@@ -24,25 +24,8 @@ for tool in valgrind nginx python3; do
 done
 [ -x "$PROXY_BIN" ] || { echo "instructions.sh: no proxy binary at $PROXY_BIN" >&2; exit 2; }
 
-TMP=$(mktemp -d /tmp/egress-instructions.XXXXXX)
-PIDS=()
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-wait_port() {
-    local i
-    for i in $(seq 150); do
-        ss -Htln "sport = :$1" | grep -q . && return 0
-        sleep 0.2
-    done
-    echo "instructions.sh: nothing listens on $1" >&2
-    exit 2
-}
+source "$ROOT/benches/common.sh"
+bench_tmp instructions
 
 mkdir -p "$TMP/www"
 head -c 256 /dev/zero | tr '\0' 'x' >"$TMP/www/index.html"
@@ -98,7 +81,7 @@ count() {
         --audit-log "$TMP/audit.jsonl" 2>"$TMP/valgrind.$1.log" &
     pid=$!
     PIDS+=($pid)
-    wait_port "$PROXY_PORT"
+    wait_port "$PROXY_PORT" 30
     timeout 600 python3 "$TMP/client.py" "$PROXY_PORT" "$1" "$ORIGIN_PORT"
     kill -TERM "$pid"
     wait "$pid" || true

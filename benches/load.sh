@@ -61,29 +61,8 @@ for port in $HTTP_PORT $HTTPS_PORT $PROXY_PORT $SQUID_PORT $MEM_PORT $HAPROXY_PO
     fi
 done
 
-TMP=$(mktemp -d /tmp/egress-load.XXXXXX)
-chmod 755 "$TMP"
-PIDS=()
-cleanup() {
-    local pid
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Wait until something listens on 127.0.0.1:$1 (at most 10 s).
-wait_port() {
-    local i
-    for i in $(seq 100); do
-        ss -Htln "sport = :$1" | grep -q . && return 0
-        sleep 0.1
-    done
-    echo "load.sh: nothing listens on $1" >&2
-    tail -n 5 "$TMP"/*.log "$TMP"/*/*.log >&2 2>/dev/null || true
-    exit 2
-}
+source "$ROOT/benches/common.sh"
+bench_tmp load
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 # CPU time (user + system) a process has used, in clock ticks.
