@@ -60,23 +60,29 @@ pub fn target<B>(req: &Request<B>) -> Result<Target, Refusal> {
             .with_detail(format!("invalid host: {e}"))
     })?;
     let target = Target { host, port };
-    check_host_headers(req.headers(), &target)?;
+    check_host_headers(req.headers(), authority, &target)?;
     Ok(target)
 }
 
 /// Every `Host` header must name the target's authority: a client that says one thing in
 /// the URL and another in `Host` is trying to make someone downstream see a different
-/// destination than the one judged here.
-fn check_host_headers(headers: &HeaderMap, target: &Target) -> Result<(), Refusal> {
+/// destination than the one judged here. A `Host` with the very text of the request
+/// target's `authority` (the usual case) names it without being parsed again.
+fn check_host_headers(
+    headers: &HeaderMap,
+    authority: &str,
+    target: &Target,
+) -> Result<(), Refusal> {
     let mut count = 0;
     for value in headers.get_all(HOST) {
         count += 1;
-        let matches = value
-            .to_str()
-            .ok()
-            .and_then(split_host_port)
-            .and_then(|(h, p)| Some((Host::parse(h).ok()?, p.unwrap_or(target.port))))
-            .is_some_and(|(h, p)| h == target.host && p == target.port);
+        let matches = value.as_bytes() == authority.as_bytes()
+            || value
+                .to_str()
+                .ok()
+                .and_then(split_host_port)
+                .and_then(|(h, p)| Some((Host::parse(h).ok()?, p.unwrap_or(target.port))))
+                .is_some_and(|(h, p)| h == target.host && p == target.port);
         if !matches {
             return Err(
                 Refusal::new(Reason::HostMismatch, target.host.to_string(), target.port)
