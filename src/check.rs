@@ -1,6 +1,7 @@
 //! `egress-proxy check`: decide targets offline with the proxy's own decision code
-//! ([`decide`], then [`check_address`] for literal IPs and `--resolve` pins), and say
-//! why, step by step with `--explain`.
+//! ([`explain`], the decision with its steps, then [`check_address`] for literal IPs and
+//! `--resolve` pins), and say why, step by step with `--explain`: the steps printed are
+//! the ones the decision took, not a second account of it.
 //!
 //! A bare `host` or `host:port` target defaults to port 443 (what a sandbox reaches
 //! most); URLs default to their scheme's port. Nothing is resolved: a name's addresses
@@ -12,23 +13,19 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use crate::cli::{CheckArgs, CheckFormat};
-use crate::net::resolve::parse_resolve_pin;
-use crate::policy::shared_hosting::classify;
+use crate::load::{self, LoadError};
 use crate::policy::{
-    check_address, decide, Decision, Effective, Host, HostName, OrgPolicy, RequestPolicy,
-    SharedHostingAction, Target, Verdict,
+    check_address, explain, Decision, Effective, Host, Match, OrgPolicy, RequestPolicy,
+    SharedHostingAction, Step, Target, VerdictKind,
 };
-use crate::serve::{load_policies, StartError};
 
 /// Why `check` could not decide (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     #[error("{0}")]
-    Load(#[from] StartError),
+    Load(#[from] LoadError),
     #[error("target {target:?}: {message}")]
     Target { target: String, message: String },
-    #[error("{0}")]
-    Pin(String),
 }
 
 /// One decided target.
@@ -37,7 +34,7 @@ pub struct Checked {
     pub target: String,
     pub host: String,
     pub port: u16,
-    pub verdict: Verdict,
+    pub verdict: VerdictKind,
     pub reason: Option<&'static str>,
     pub rule: Option<String>,
     pub level: &'static str,
@@ -51,7 +48,7 @@ pub struct Checked {
 #[derive(Debug, Serialize)]
 pub struct AddressCheck {
     pub ip: IpAddr,
-    pub verdict: Verdict,
+    pub verdict: VerdictKind,
     pub reason: Option<&'static str>,
     pub rule: Option<String>,
 }
@@ -59,14 +56,15 @@ pub struct AddressCheck {
 impl Checked {
     /// What the proxy would do: connect (allow, or would_deny in report mode) or refuse.
     pub fn allowed(&self) -> bool {
-        self.verdict != Verdict::Deny
+        self.verdict != VerdictKind::Deny
     }
 }
 
 /// Decide every target. `Ok` holds the results and the rendered output.
 pub fn run(args: &CheckArgs) -> Result<(Vec<Checked>, String), CheckError> {
-    let (org, policy) = load_policies(&args.org, args.policy.as_deref())?;
-    let pins = pins(&args.resolve)?;
+    let policies = load::load_strict(&args.org, args.policy.as_deref())?;
+    let (org, policy) = (&policies.org, &policies.policy);
+    let pins = load::pins(&args.resolve)?;
     let policy_name = match &args.policy {
         Some(p) => format!("--policy {}", p.display()),
         None => format!("default_network_policy of {}", args.org.display()),
@@ -77,9 +75,9 @@ pub fn run(args: &CheckArgs) -> Result<(Vec<Checked>, String), CheckError> {
             target: raw.clone(),
             message,
         })?;
-        let mut checked = check_one(&org, &policy, &target, &pins, raw);
+        let (mut checked, steps) = check_one(org, policy, &target, &pins, raw);
         if args.explain {
-            checked.steps = explain(&org, &policy, &policy_name, &target, &checked);
+            checked.steps = explain_steps(&steps, &policy_name, &checked);
         }
         results.push(checked);
     }
@@ -94,17 +92,6 @@ pub fn run(args: &CheckArgs) -> Result<(Vec<Checked>, String), CheckError> {
         }
     };
     Ok((results, output))
-}
-
-fn pins(values: &[String]) -> Result<HashMap<String, Vec<IpAddr>>, CheckError> {
-    let mut pins: HashMap<String, Vec<IpAddr>> = HashMap::new();
-    for value in values {
-        let (host, ip) = parse_resolve_pin(value).map_err(CheckError::Pin)?;
-        let name = HostName::parse(&host)
-            .map_err(|e| CheckError::Pin(format!("--resolve {value:?}: {e}")))?;
-        pins.entry(name.to_string()).or_default().push(ip);
-    }
-    Ok(pins)
 }
 
 /// `http://h:p/path`, `https://h/` (port 443), `host`, `host:port` (default 443),
@@ -169,13 +156,13 @@ fn check_one(
     target: &Target,
     pins: &HashMap<String, Vec<IpAddr>>,
     raw: &str,
-) -> Checked {
+) -> (Checked, Vec<Step>) {
     let levels = [policy];
     let eff = Effective {
         org,
         levels: &levels,
     };
-    let decision = decide(&eff, target);
+    let (decision, steps) = explain(&eff, target);
     let ips = match &target.host {
         Host::Ip(ip) => vec![*ip],
         Host::Name(n) => pins.get(n.as_str()).cloned().unwrap_or_default(),
@@ -186,24 +173,24 @@ fn check_one(
             let d = check_address(&eff, ip, &[], target.port);
             addresses.push(AddressCheck {
                 ip,
-                verdict: d.verdict,
-                reason: d.reason.map(|r| r.as_str()),
+                verdict: d.verdict.kind(),
+                reason: d.reason().map(|r| r.as_str()),
                 rule: d.rule.as_deref().map(str::to_owned),
             });
         }
     }
     // Like the proxy: refused when every address is refused.
-    let refused = !addresses.is_empty() && addresses.iter().all(|a| a.verdict == Verdict::Deny);
+    let refused = !addresses.is_empty() && addresses.iter().all(|a| a.verdict == VerdictKind::Deny);
     let mut checked = from_decision(raw, target, &decision);
     if refused {
         let first = &addresses[0];
-        checked.verdict = Verdict::Deny;
+        checked.verdict = VerdictKind::Deny;
         checked.reason = first.reason;
         checked.rule = first.rule.clone();
         checked.level = "address";
     }
     checked.addresses = addresses;
-    checked
+    (checked, steps)
 }
 
 fn from_decision(raw: &str, target: &Target, d: &Decision) -> Checked {
@@ -211,21 +198,13 @@ fn from_decision(raw: &str, target: &Target, d: &Decision) -> Checked {
         target: raw.to_string(),
         host: target.host.to_string(),
         port: target.port,
-        verdict: d.verdict,
-        reason: d.reason.map(|r| r.as_str()),
+        verdict: d.verdict.kind(),
+        reason: d.reason().map(|r| r.as_str()),
         rule: d.rule.as_deref().map(str::to_owned),
         level: d.level.as_str(),
         shared_hosting: d.shared_hosting,
         addresses: Vec::new(),
         steps: Vec::new(),
-    }
-}
-
-fn verdict_str(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Allow => "allow",
-        Verdict::Deny => "deny",
-        Verdict::WouldDeny => "would_deny",
     }
 }
 
@@ -236,7 +215,7 @@ fn text(results: &[Checked]) -> String {
             "{} -> {}: {}",
             c.target,
             Host::parse(&c.host).map_or(c.host.clone(), |h| h.authority(c.port)),
-            verdict_str(c.verdict)
+            c.verdict.as_str()
         );
         if let Some(reason) = c.reason {
             line += &format!(" {reason}");
@@ -258,35 +237,14 @@ fn text(results: &[Checked]) -> String {
     out
 }
 
-/// The steps of the order of judgement (SPEC 10) for this target, up to the one that
-/// decided. Descriptive only: the verdict is [`decide`]'s.
-fn explain(
-    org: &OrgPolicy,
-    policy: &RequestPolicy,
-    policy_name: &str,
-    target: &Target,
-    checked: &Checked,
-) -> Vec<String> {
-    let port = target.port;
-    let mut steps = Vec::new();
-    match &target.host {
-        Host::Ip(ip) => {
-            steps.push(format!("target: the IP address {ip}, port {port}"));
-            match org.allowed_cidrs.iter().find(|n| n.contains(ip)) {
-                Some(n) => steps.push(format!("org allowed_cidrs: `{n}` covers {ip}")),
-                None => steps.push(format!(
-                    "org allowed_cidrs: nothing covers {ip} (a literal IP needs a CIDR)"
-                )),
-            }
-        }
-        Host::Name(name) => {
-            steps.push(format!("target: the name {name}, port {port}"));
-            explain_name(org, policy, policy_name, name, port, &mut steps);
-        }
-    }
+/// The steps the decision took, as text, then the address checks and the verdict.
+fn explain_steps(steps: &[Step], policy_name: &str, checked: &Checked) -> Vec<String> {
+    let mut out: Vec<String> = steps.iter().map(|s| step_text(s, policy_name)).collect();
     if checked.addresses.is_empty() {
-        if matches!(target.host, Host::Name(_)) && checked.verdict != Verdict::Deny {
-            steps.push(
+        if steps.iter().any(|s| matches!(s, Step::Name { .. }))
+            && checked.verdict != VerdictKind::Deny
+        {
+            out.push(
                 "address: not resolved (offline); pass --resolve HOST=IP to check where it lands"
                     .into(),
             );
@@ -294,96 +252,68 @@ fn explain(
     } else {
         for a in &checked.addresses {
             let what = match (a.verdict, a.reason) {
-                (Verdict::Deny, Some(r)) => format!("refused ({r})"),
+                (VerdictKind::Deny, Some(r)) => format!("refused ({r})"),
                 _ => match &a.rule {
                     Some(net) => format!("allowed (opened by allowed_cidrs `{net}`)"),
                     None => "allowed (a public address)".into(),
                 },
             };
-            steps.push(format!("address {}: {what}", a.ip));
+            out.push(format!("address {}: {what}", a.ip));
         }
     }
-    let mut verdict = format!("verdict: {}", verdict_str(checked.verdict));
+    let mut verdict = format!("verdict: {}", checked.verdict.as_str());
     if let Some(r) = checked.reason {
         verdict += &format!(" ({r}, level {})", checked.level);
     }
-    if checked.verdict == Verdict::WouldDeny {
+    if checked.verdict == VerdictKind::WouldDeny {
         verdict += ": the organization is in report mode, so this is let through and logged";
     }
-    steps.push(verdict);
-    steps
+    out.push(verdict);
+    out
 }
 
-fn explain_name(
-    org: &OrgPolicy,
-    policy: &RequestPolicy,
-    policy_name: &str,
-    name: &HostName,
-    port: u16,
-    steps: &mut Vec<String>,
-) {
-    let denied = org
-        .denied
-        .matching(name)
-        .find(|e| e.port.is_none_or(|p| p == port));
-    if let Some(d) = denied {
-        steps.push(format!("org denied_domains: `{d}` matches: denied"));
-        return;
-    }
-    steps.push("org denied_domains: no entry matches".into());
-    let ports = &org.allowed_ports;
-    let matching: Vec<_> = org.allowed.matching(name).collect();
-    match matching.iter().find(|e| e.allows_port(port, ports)) {
-        Some(e) => steps.push(format!("org allowed_domains: `{e}` matches on port {port}")),
-        None if matching.is_empty() => {
-            steps.push("org allowed_domains: no entry matches: denied".into());
-            return;
+/// One step, in words. `policy_name` names the request level (`check` has one).
+fn step_text(step: &Step, policy_name: &str) -> String {
+    match step {
+        Step::Ip { ip, port } => format!("target: the IP address {ip}, port {port}"),
+        Step::OrgCidr { ip, rule: Some(n) } => format!("org allowed_cidrs: `{n}` covers {ip}"),
+        Step::OrgCidr { ip, rule: None } => {
+            format!("org allowed_cidrs: nothing covers {ip} (a literal IP needs a CIDR)")
         }
-        None => {
-            steps.push(format!(
-                "org allowed_domains: `{}` matches the name but not port {port} (allowed_ports {ports:?}): denied",
-                matching[0]
-            ));
-            return;
-        }
-    }
-    match policy {
-        RequestPolicy::Disabled => {
-            steps.push(format!(
-                "request policy ({policy_name}): {{\"type\": \"disabled\"}}: denied"
-            ));
-            return;
-        }
-        RequestPolicy::Allowlist { domains, .. } => {
-            let matching: Vec<_> = domains.matching(name).collect();
-            match matching.iter().find(|e| e.allows_port(port, ports)) {
-                Some(e) => steps.push(format!(
-                    "request policy ({policy_name}): `{e}` matches on port {port}"
-                )),
-                None if matching.is_empty() => {
-                    steps.push(format!(
-                        "request policy ({policy_name}): no entry matches: denied"
-                    ));
-                    return;
-                }
-                None => {
-                    steps.push(format!(
-                        "request policy ({policy_name}): `{}` matches the name but not port {port}: denied",
-                        matching[0]
-                    ));
-                    return;
-                }
+        Step::Name { name, port } => format!("target: the name {name}, port {port}"),
+        Step::OrgDenied { rule: Some(d) } => format!("org denied_domains: `{d}` matches: denied"),
+        Step::OrgDenied { rule: None } => "org denied_domains: no entry matches".into(),
+        Step::OrgAllowed(found) => match found {
+            Match::Port { rule, port } => {
+                format!("org allowed_domains: `{rule}` matches on port {port}")
             }
+            Match::None => "org allowed_domains: no entry matches: denied".into(),
+            Match::OtherPort { rule, port, ports } => format!(
+                "org allowed_domains: `{rule}` matches the name but not port {port} (allowed_ports {ports:?}): denied"
+            ),
+        },
+        Step::RequestDisabled { .. } => {
+            format!("request policy ({policy_name}): {{\"type\": \"disabled\"}}: denied")
         }
-    }
-    match classify(name, &org.shared_hosting_extra) {
-        None => steps.push("shared hosting: no".into()),
-        Some(why) => {
-            let action = match org.shared_hosting_action {
+        Step::RequestAllowed { found, .. } => match found {
+            Match::Port { rule, port } => {
+                format!("request policy ({policy_name}): `{rule}` matches on port {port}")
+            }
+            Match::None => format!("request policy ({policy_name}): no entry matches: denied"),
+            Match::OtherPort { rule, port, .. } => format!(
+                "request policy ({policy_name}): `{rule}` matches the name but not port {port}: denied"
+            ),
+        },
+        Step::SharedHosting { under: None, .. } => "shared hosting: no".into(),
+        Step::SharedHosting {
+            under: Some(why),
+            action,
+        } => {
+            let action = match action {
                 SharedHostingAction::Deny => "action = \"deny\": denied",
                 SharedHostingAction::Flag => "action = \"flag\": allowed, marked in the audit log",
             };
-            steps.push(format!("shared hosting: yes (under `{why}`), {action}"));
+            format!("shared hosting: yes (under `{why}`), {action}")
         }
     }
 }

@@ -1,10 +1,8 @@
-//! `egress-proxy serve`: load and check the policies, bind, run until SIGTERM/SIGINT,
-//! then flush the audit log. Every failure before serving is a [`StartError`] (exit 2).
+//! `egress-proxy serve`: validate the flags, load and check the policies, bind, run until
+//! SIGTERM/SIGINT, then flush the audit log. Every failure before serving is a
+//! [`StartError`] (exit 2).
 
-use std::collections::HashMap;
-use std::net::IpAddr;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -13,32 +11,22 @@ use tokio::net::TcpListener;
 use crate::admin::{self, reload::Reloader, Admin};
 use crate::audit::AuditLog;
 use crate::cli::ServeArgs;
+use crate::config::{AdminConfig, ConfigError, ServeConfig};
+use crate::load::{self, LoadError};
 use crate::metrics::Metrics;
-use crate::net::resolve::{parse_resolve_pin, Resolver};
-use crate::policy::{check_narrowing, HostName, OrgPolicy, RequestPolicy};
-use crate::proxy::{self, Limits, State};
+use crate::net::resolve::Resolver;
+use crate::proxy::{self, State};
 use crate::session::SessionStore;
 
 /// Why `serve` did not start. Each message names the file or flag at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
     #[error("{0}")]
-    Policy(#[from] crate::policy::PolicyError),
-    #[error("{path} widens the organization policy {org}: {offending}")]
-    Widening {
-        path: String,
-        org: String,
-        offending: String,
-    },
-    #[error("--resolve {value}: {message}")]
-    Pin { value: String, message: String },
+    Config(#[from] ConfigError),
     #[error("{0}")]
-    Flag(String),
+    Load(#[from] LoadError),
+    #[error("--admin-token-file {0}: the token is empty")]
+    EmptyToken(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: std::net::SocketAddr,
@@ -51,92 +39,29 @@ pub enum StartError {
     },
     #[error("cannot set up the resolver: {0}")]
     Resolver(String),
+    #[error("cannot start {workers} worker threads: {source}")]
+    Workers {
+        workers: usize,
+        source: std::io::Error,
+    },
+    #[error("cannot install the {signal} handler: {source}")]
+    Signal {
+        signal: &'static str,
+        source: std::io::Error,
+    },
 }
 
-fn read(path: &Path) -> Result<String, StartError> {
-    std::fs::read_to_string(path).map_err(|source| StartError::Read {
-        path: path.display().to_string(),
-        source,
-    })
-}
-
-/// Load the organization policy and the proxy-level request policy (`--policy`, or the
-/// organization's default), refusing a `--policy` that widens the organization's.
-pub fn load_policies(
-    org_path: &Path,
-    policy_path: Option<&Path>,
-) -> Result<(OrgPolicy, RequestPolicy), StartError> {
-    let org = OrgPolicy::from_toml(&read(org_path)?, &org_path.display().to_string())?;
-    let policy = match policy_path {
-        None => org.default_policy.clone(),
-        Some(path) => {
-            let name = path.display().to_string();
-            let policy = RequestPolicy::from_json(&read(path)?, &name)?;
-            check_narrowing(&org, &[], &policy).map_err(|w| StartError::Widening {
-                path: name,
-                org: org_path.display().to_string(),
-                offending: w.to_string(),
-            })?;
-            policy
-        }
-    };
-    Ok((org, policy))
-}
-
-fn pins(values: &[String]) -> Result<HashMap<String, Vec<IpAddr>>, StartError> {
-    let mut pins: HashMap<String, Vec<IpAddr>> = HashMap::new();
-    for value in values {
-        let (host, ip) = parse_resolve_pin(value).map_err(|message| StartError::Pin {
-            value: value.clone(),
-            message,
-        })?;
-        let name = HostName::parse(&host).map_err(|e| StartError::Pin {
-            value: value.clone(),
-            message: e.to_string(),
-        })?;
-        pins.entry(name.as_str().to_string()).or_default().push(ip);
-    }
-    Ok(pins)
-}
-
-fn seconds(flag: &str, secs: f64) -> Result<Duration, StartError> {
-    Duration::try_from_secs_f64(secs)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| StartError::Flag(format!("{flag} must be a positive number of seconds")))
-}
-
-/// The admin API's bearer token: `None` only for a loopback `--admin-listen` without a
-/// token file. A non-loopback listener without one, or an empty token, refuses to start.
-fn admin_token(args: &ServeArgs) -> Result<Option<String>, StartError> {
-    let Some(addr) = args.admin_listen else {
-        if args.require_session {
-            return Err(StartError::Flag(
-                "--require-session needs --admin-listen: without the admin API there are no sessions".into(),
-            ));
-        }
-        if args.admin_token_file.is_some() {
-            return Err(StartError::Flag(
-                "--admin-token-file needs --admin-listen".into(),
-            ));
-        }
-        return Ok(None);
-    };
-    let Some(path) = &args.admin_token_file else {
-        if !addr.ip().is_loopback() {
-            return Err(StartError::Flag(format!(
-                "--admin-listen {addr} is not a loopback address: it needs --admin-token-file"
-            )));
-        }
+/// The admin API's bearer token, read from its file; `None` for a loopback listener
+/// without one. An empty token refuses to start.
+fn admin_token(admin: &AdminConfig) -> Result<Option<String>, StartError> {
+    let Some(path) = &admin.token_file else {
+        let addr = admin.listen;
         tracing::warn!(%addr, "the admin API has no token: anyone on this host can use it");
         return Ok(None);
     };
-    let token = read(path)?.trim().to_string();
+    let token = load::read(path)?.trim().to_string();
     if token.is_empty() {
-        return Err(StartError::Flag(format!(
-            "--admin-token-file {}: the token is empty",
-            path.display()
-        )));
+        return Err(StartError::EmptyToken(path.display().to_string()));
     }
     Ok(Some(token))
 }
@@ -153,29 +78,18 @@ async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError>
 
 /// Run the proxy until a shutdown signal; every audit record is written before it returns.
 pub async fn run(args: ServeArgs) -> Result<(), StartError> {
-    let (org, policy) = load_policies(&args.org, args.policy.as_deref())?;
-    let token = admin_token(&args)?;
-    let limits = Limits {
-        connect_timeout: seconds("--connect-timeout", args.connect_timeout)?,
-        header_timeout: seconds("--header-timeout", args.header_timeout)?,
-        max_connections: args.max_connections.max(1),
-        connection_wait: Duration::try_from_secs_f64(args.connection_wait).map_err(|_| {
-            StartError::Flag("--connection-wait must be a number of seconds".into())
-        })?,
-        max_header_bytes: args.max_header_bytes.max(1024),
-        tunnel_idle_timeout: seconds("--tunnel-idle-timeout", args.tunnel_idle_timeout)?,
-        max_tunnels_per_session: args.max_tunnels_per_session.max(1),
-        shutdown_grace: seconds("--shutdown-grace", args.shutdown_grace)?,
+    let config = ServeConfig::from_args(args)?;
+    let args = &config;
+    let policies = load::load_strict(&args.org, args.policy.as_deref())?;
+    let token = match &args.admin {
+        Some(admin) => admin_token(admin)?,
+        None => None,
     };
-    let resolver = Resolver::new(
-        pins(&args.resolve)?,
-        args.dns_server,
-        seconds("--dns-timeout", args.dns_timeout)?,
-    )
-    .map_err(|e| StartError::Resolver(e.to_string()))?;
+    let resolver = Resolver::new(args.pins.clone(), args.dns_server, args.dns_timeout)
+        .map_err(|e| StartError::Resolver(e.to_string()))?;
     let (listener, local) = bind(args.listen).await?;
-    let admin_listener = match args.admin_listen {
-        Some(addr) => Some(bind(addr).await?),
+    let admin_listener = match &args.admin {
+        Some(admin) => Some(bind(admin.listen).await?),
         None => None,
     };
     let (audit, writer) =
@@ -188,24 +102,23 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let writer = tokio::spawn(writer.run());
     let audit_closer = audit.clone();
 
-    tracing::info!(org = %args.org.display(), mode = ?org.mode, "policy loaded");
-    let proxy_policy = args.policy.is_some().then_some(policy);
+    tracing::info!(org = %args.org.display(), mode = ?policies.org.mode, "policy loaded");
     let metrics = Arc::new(Metrics::new());
     let mut listeners = vec![local];
     listeners.extend(admin_listener.as_ref().map(|(_, addr)| *addr));
     let own = crate::net::local::own_addresses(&listeners);
     let state = Arc::new(State {
-        policies: RwLock::new(Arc::new(proxy::Policies::new(org, proxy_policy))),
+        policies: RwLock::new(Arc::new(policies)),
         sessions: Arc::new(SessionStore::new(metrics.clone())),
         metrics,
-        sessions_enabled: args.admin_listen.is_some(),
+        sessions_enabled: args.admin.is_some(),
         require_session: args.require_session,
         resolver,
         audit,
         audit_allowed: args.audit_allowed,
         own,
-        tunnels: proxy::limits::TunnelCounts::new(args.max_tunnels_per_client.max(1)),
-        limits,
+        tunnels: proxy::limits::TunnelCounts::new(args.max_tunnels_per_client),
+        limits: args.limits.clone(),
         phase: tokio::sync::watch::Sender::new(proxy::Phase::Serving),
     });
     let reloader = Arc::new(Reloader::new(
@@ -226,11 +139,9 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         eprintln!("egress-proxy: admin API on {admin_addr}");
         tokio::spawn(admin::serve(admin_listener, admin));
     }
-    let workers = args
-        .workers
-        .map_or_else(proxy::workers::default_workers, usize::from);
+    let workers = args.workers.unwrap_or_else(proxy::workers::default_workers);
     let server = proxy::Server::start(listener, state, workers)
-        .map_err(|e| StartError::Flag(format!("cannot start {workers} worker threads: {e}")))?;
+        .map_err(|source| StartError::Workers { workers, source })?;
     tracing::info!(workers, "worker threads started");
     eprintln!("egress-proxy: listening on {local}");
     server.run(shutdown_signal()).await;
@@ -247,8 +158,10 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
 
 fn hangup_signal() -> Result<tokio::signal::unix::Signal, StartError> {
     use tokio::signal::unix::{signal, SignalKind};
-    signal(SignalKind::hangup())
-        .map_err(|e| StartError::Flag(format!("cannot install the SIGHUP handler: {e}")))
+    signal(SignalKind::hangup()).map_err(|source| StartError::Signal {
+        signal: "SIGHUP",
+        source,
+    })
 }
 
 /// Each SIGHUP reloads the policies; a failure is logged and changes nothing.

@@ -95,38 +95,6 @@ pub async fn until_ended(session: Option<&Session>) {
     }
 }
 
-/// An open tunnel: counted in `egress_tunnels_active`, and traffic for its session,
-/// until dropped.
-pub struct TunnelOpen {
-    metrics: Arc<Metrics>,
-    _session: Option<TunnelGuard>,
-}
-
-impl TunnelOpen {
-    /// Count a new tunnel, or `None` when its session is at its tunnel limit.
-    pub fn try_new(
-        state: &crate::proxy::State,
-        session: Option<&Arc<Session>>,
-    ) -> Option<TunnelOpen> {
-        let max = state.limits.max_tunnels_per_session;
-        let guard = match session {
-            Some(s) => Some(state.sessions.tunnel_opened(s, max)?),
-            None => None,
-        };
-        state.metrics.tunnels_active.inc();
-        Some(TunnelOpen {
-            metrics: state.metrics.clone(),
-            _session: guard,
-        })
-    }
-}
-
-impl Drop for TunnelOpen {
-    fn drop(&mut self) {
-        self.metrics.tunnels_active.dec();
-    }
-}
-
 /// What a session's client sees of it: everything but the token.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct View {

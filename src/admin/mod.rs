@@ -103,7 +103,11 @@ async fn handle(req: Request<Incoming>, admin: &Admin) -> Response<Body> {
         (_, ["metrics"]) => method_not_allowed(),
         (Method::POST, ["v1", "reload"]) => match admin.reloader.reload() {
             Ok(done) => json_response(StatusCode::OK, json!(done)),
-            Err(e) => error(StatusCode::UNPROCESSABLE_ENTITY, "reload_failed", &e),
+            Err(e) => error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "reload_failed",
+                &e.to_string(),
+            ),
         },
         (_, ["v1", "reload"]) => method_not_allowed(),
         (Method::POST, ["v1", "sessions"]) => match read_json(req).await {

@@ -8,12 +8,13 @@
 //! organization policy no longer covers does not fail the reload: it makes every request
 //! refused with `policy_widening` until a later reload fixes it (SPEC 10).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crate::audit::{new_request_id, Record};
-use crate::policy::{check_narrowing, Level, OrgPolicy, Reason, RequestPolicy};
-use crate::proxy::{Policies, State};
+use crate::load::{self, LoadError, Policies};
+use crate::policy::{check_narrowing, Level, Reason, RequestPolicy};
+use crate::proxy::State;
 use crate::session::Ended;
 
 /// What a successful reload did.
@@ -34,10 +35,6 @@ pub struct Reloader {
     running: Mutex<()>,
 }
 
-fn read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
-}
-
 impl Reloader {
     pub fn new(org_path: PathBuf, policy_path: Option<PathBuf>, state: Arc<State>) -> Reloader {
         Reloader {
@@ -50,10 +47,10 @@ impl Reloader {
 
     /// Load the files again and put them in force. On error nothing changes; the error
     /// is logged and returned.
-    pub fn reload(&self) -> Result<Reloaded, String> {
+    pub fn reload(&self) -> Result<Reloaded, LoadError> {
         let _one = self.running.lock().unwrap_or_else(|p| p.into_inner());
         let metrics = &self.state.metrics;
-        let policies = match self.load() {
+        let policies = match load::load(&self.org_path, self.policy_path.as_deref()) {
             Ok(p) => p,
             Err(e) => {
                 metrics.reloads_failed.inc();
@@ -76,21 +73,6 @@ impl Reloader {
             revoked_sessions,
             policy_widening,
         })
-    }
-
-    fn load(&self) -> Result<Policies, String> {
-        let source = self.org_path.display().to_string();
-        let org =
-            OrgPolicy::from_toml(&read(&self.org_path)?, &source).map_err(|e| e.to_string())?;
-        let Some(path) = &self.policy_path else {
-            return Ok(Policies::new(org, None));
-        };
-        let name = path.display().to_string();
-        let proxy = RequestPolicy::from_json(&read(path)?, &name).map_err(|e| e.to_string())?;
-        let widening = check_narrowing(&org, &[], &proxy).err();
-        let mut policies = Policies::new(org, Some(proxy));
-        policies.widening = widening;
-        Ok(policies)
     }
 
     /// End the sessions `new` does not cover, then put `new` in force; both under the

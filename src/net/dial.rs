@@ -1,25 +1,43 @@
-//! Dialing exactly what was approved (STYLE habit 8, SPEC section 5).
+//! The address guard, and dialing exactly what it approved
+//! (docs/reference/policy-files.md, "Addresses").
 //!
-//! [`dial`] takes [`CheckedAddr`]s, and only the proxy's address check can make one, so a
-//! code path that connects without checking the address does not compile.
+//! [`dial`] takes [`CheckedAddr`]s, and only the address guard ([`guard`]) can make one,
+//! so a code path that connects without checking the address does not compile.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::policy::{check_address, Decision, Effective, Reason, Verdict};
+
 /// A socket address the proxy's address check approved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CheckedAddr(SocketAddr);
 
+/// The address guard: judge `ip` on `port` at the address level (refused classes,
+/// `allowed_cidrs`, the proxy's own listeners `own`). The only way to make a
+/// [`CheckedAddr`]; a refusal comes back as the deciding [`Decision`] and its reason.
+pub fn guard(
+    eff: &Effective,
+    ip: IpAddr,
+    own: &[SocketAddr],
+    port: u16,
+) -> Result<CheckedAddr, (Decision, Reason)> {
+    let decision = check_address(eff, ip, own, port);
+    match decision.verdict {
+        Verdict::Allow => Ok(CheckedAddr(SocketAddr::new(ip, port))),
+        // The address level is never relaxed by report mode.
+        Verdict::Deny(reason) | Verdict::WouldDeny(reason) => Err((decision, reason)),
+    }
+}
+
 impl CheckedAddr {
-    /// Marks `addr` as approved. Only the proxy's address check may call this, right after
-    /// it judged this exact address (refused classes, `allowed_cidrs`, the proxy's own
-    /// listeners); anything else that builds a `CheckedAddr` defeats the guarantee.
-    // Kept crate-private on purpose; the proxy module is its caller.
-    pub(crate) fn new_checked(addr: SocketAddr) -> CheckedAddr {
+    /// Marks `addr` as approved without judging it: for this module's tests only.
+    #[cfg(test)]
+    pub(crate) fn unchecked_for_test(addr: SocketAddr) -> CheckedAddr {
         CheckedAddr(addr)
     }
 
@@ -36,7 +54,7 @@ impl std::fmt::Display for CheckedAddr {
 }
 
 /// Why no connection was made. The proxy answers [`DialError::Timeout`] with 504 and the
-/// others with 502 (SPEC section 6).
+/// others with 502 (docs/reference/answers.md).
 #[derive(Debug, thiserror::Error)]
 pub enum DialError {
     /// The connect timeout ran out before any address accepted.
@@ -96,7 +114,7 @@ mod tests {
     #[tokio::test]
     async fn connects_to_a_local_listener_with_nodelay() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = CheckedAddr::new_checked(listener.local_addr().unwrap());
+        let addr = CheckedAddr::unchecked_for_test(listener.local_addr().unwrap());
         let (stream, reached) = dial(&[addr], SECOND).await.unwrap();
         assert_eq!(reached, addr);
         assert_eq!(stream.peer_addr().unwrap(), addr.addr());
@@ -106,7 +124,7 @@ mod tests {
 
     #[tokio::test]
     async fn closed_port_is_refused() {
-        let addr = CheckedAddr::new_checked(closed_port().await);
+        let addr = CheckedAddr::unchecked_for_test(closed_port().await);
         let err = dial(&[addr], SECOND).await.unwrap_err();
         assert!(matches!(err, DialError::Refused(_)), "{err:?}");
     }
@@ -114,8 +132,8 @@ mod tests {
     #[tokio::test]
     async fn falls_through_to_the_next_address_in_order() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let closed = CheckedAddr::new_checked(closed_port().await);
-        let open = CheckedAddr::new_checked(listener.local_addr().unwrap());
+        let closed = CheckedAddr::unchecked_for_test(closed_port().await);
+        let open = CheckedAddr::unchecked_for_test(listener.local_addr().unwrap());
         let (_stream, reached) = dial(&[closed, open], SECOND).await.unwrap();
         assert_eq!(reached, open);
     }

@@ -12,13 +12,50 @@ use super::compile::{Mode, NameProbe, OrgPolicy, RequestPolicy, SharedHostingAct
 use super::host::{Host, HostName};
 use super::shared_hosting;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+/// What was decided, carrying the reason of every verdict but an allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Verdict {
     Allow,
-    Deny,
+    Deny(Reason),
     /// Report mode relaxed an allowlist denial: allowed, logged as `would_deny`.
+    WouldDeny(Reason),
+}
+
+/// A verdict without its reason: how outputs (`check`'s `"verdict"`) spell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    Allow,
+    Deny,
     WouldDeny,
+}
+
+impl VerdictKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::Allow => "allow",
+            VerdictKind::Deny => "deny",
+            VerdictKind::WouldDeny => "would_deny",
+        }
+    }
+}
+
+impl Verdict {
+    pub fn kind(self) -> VerdictKind {
+        match self {
+            Verdict::Allow => VerdictKind::Allow,
+            Verdict::Deny(_) => VerdictKind::Deny,
+            Verdict::WouldDeny(_) => VerdictKind::WouldDeny,
+        }
+    }
+
+    /// The reason of a denial or a would-be denial; `None` for an allow.
+    pub fn reason(self) -> Option<Reason> {
+        match self {
+            Verdict::Allow => None,
+            Verdict::Deny(r) | Verdict::WouldDeny(r) => Some(r),
+        }
+    }
 }
 
 /// Why a request was refused: the closed set of SPEC section 6.
@@ -134,7 +171,6 @@ impl Level {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
     pub verdict: Verdict,
-    pub reason: Option<Reason>,
     /// The entry that decided (the org allow entry for an allow), as written. Shared with
     /// the compiled entry, so deciding does not allocate.
     pub rule: Option<Arc<str>>,
@@ -145,13 +181,17 @@ pub struct Decision {
 impl Decision {
     /// Allow or WouldDeny.
     pub fn is_allowed(&self) -> bool {
-        matches!(self.verdict, Verdict::Allow | Verdict::WouldDeny)
+        matches!(self.verdict, Verdict::Allow | Verdict::WouldDeny(_))
+    }
+
+    /// The reason of a denial or a would-be denial; `None` for an allow.
+    pub fn reason(&self) -> Option<Reason> {
+        self.verdict.reason()
     }
 
     pub fn deny(reason: Reason, level: Level, rule: Option<Arc<str>>) -> Decision {
         Decision {
-            verdict: Verdict::Deny,
-            reason: Some(reason),
+            verdict: Verdict::Deny(reason),
             rule,
             level,
             shared_hosting: false,
@@ -161,7 +201,6 @@ impl Decision {
     fn allow(level: Level, rule: Option<Arc<str>>) -> Decision {
         Decision {
             verdict: Verdict::Allow,
-            reason: None,
             rule,
             level,
             shared_hosting: false,
@@ -184,11 +223,82 @@ pub struct Effective<'a> {
     pub levels: &'a [&'a RequestPolicy],
 }
 
-/// Decide a target by name or literal IP (SPEC 10 "Order of judgement", steps 4 to 6).
+/// One step of the order of judgement, as [`explain`] records it for `check --explain`.
+/// The steps are the decision's own: the verdict and its steps come from one pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The target is a literal IP address.
+    Ip { ip: IpAddr, port: u16 },
+    /// The organization `allowed_cidrs` entry covering a literal IP, if any.
+    OrgCidr { ip: IpAddr, rule: Option<Arc<str>> },
+    /// The target is a name.
+    Name { name: HostName, port: u16 },
+    /// The organization `denied_domains` entry that matched, if any.
+    OrgDenied { rule: Option<Arc<str>> },
+    /// The organization `allowed_domains` verdict on the name and port.
+    OrgAllowed(Match),
+    /// A request level (0 = widest) is `{"type": "disabled"}`.
+    RequestDisabled { level: usize },
+    /// A request level's `allowed_domains` verdict on the name and port.
+    RequestAllowed { level: usize, found: Match },
+    /// Whether the name is on shared hosting (`under` names the suffix or list entry).
+    SharedHosting {
+        under: Option<String>,
+        action: SharedHostingAction,
+    },
+}
+
+/// How a list of domain entries judged a name on a port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Match {
+    /// `rule` matches the name on the port.
+    Port { rule: Arc<str>, port: u16 },
+    /// No entry matches the name.
+    None,
+    /// `rule` matches the name but not the port (`ports`: the org's `allowed_ports`).
+    OtherPort {
+        rule: Arc<str>,
+        port: u16,
+        ports: Vec<u16>,
+    },
+}
+
+/// Where [`decide`] reports its steps: nowhere on the request path, a list for `check`.
+trait Trace {
+    fn step(&mut self, step: impl FnOnce() -> Step);
+}
+
+/// The request path's trace: records nothing and costs nothing.
+struct NoTrace;
+
+impl Trace for NoTrace {
+    #[inline(always)]
+    fn step(&mut self, _: impl FnOnce() -> Step) {}
+}
+
+impl Trace for Vec<Step> {
+    fn step(&mut self, step: impl FnOnce() -> Step) {
+        self.push(step());
+    }
+}
+
+/// Decide a target by name or literal IP (the order of judgement in
+/// docs/reference/answers.md, steps 4 to 6).
 pub fn decide(eff: &Effective, target: &Target) -> Decision {
+    decide_traced(eff, target, &mut NoTrace)
+}
+
+/// [`decide`], with the steps it took up to the one that decided.
+pub fn explain(eff: &Effective, target: &Target) -> (Decision, Vec<Step>) {
+    let mut steps = Vec::new();
+    let decision = decide_traced(eff, target, &mut steps);
+    (decision, steps)
+}
+
+fn decide_traced(eff: &Effective, target: &Target, trace: &mut impl Trace) -> Decision {
     let (decision, shared) = match &target.host {
-        Host::Name(name) => decide_name(eff, name, target.port),
-        Host::Ip(ip) => (decide_ip(eff, *ip, target.port), false),
+        Host::Name(name) => decide_name(eff, name, target.port, trace),
+        Host::Ip(ip) => (decide_ip(eff, *ip, target.port, trace), false),
     };
     let mut decision = relax(eff.org, decision);
     decision.shared_hosting = shared;
@@ -197,11 +307,10 @@ pub fn decide(eff: &Effective, target: &Target) -> Decision {
 
 /// Report mode turns a relaxable denial into WouldDeny, keeping its reason and rule.
 fn relax(org: &OrgPolicy, mut d: Decision) -> Decision {
-    if org.mode == Mode::Report
-        && d.verdict == Verdict::Deny
-        && d.reason.is_some_and(Reason::relaxed_in_report_mode)
-    {
-        d.verdict = Verdict::WouldDeny;
+    if let Verdict::Deny(reason) = d.verdict {
+        if org.mode == Mode::Report && reason.relaxed_in_report_mode() {
+            d.verdict = Verdict::WouldDeny(reason);
+        }
     }
     d
 }
@@ -214,50 +323,109 @@ fn allow_level(eff: &Effective) -> Level {
     }
 }
 
-fn decide_name(eff: &Effective, host: &HostName, port: u16) -> (Decision, bool) {
+fn decide_name(
+    eff: &Effective,
+    host: &HostName,
+    port: u16,
+    trace: &mut impl Trace,
+) -> (Decision, bool) {
     let org = eff.org;
     // One pass over the host serves every set below.
     let probe = NameProbe::new(host);
     let shared = shared_hosting::classify_probe(&probe, &org.shared_hosting_extra);
-    let decision = (|| {
-        // A denied entry with a port denies that port only; without one, every port.
-        let denied = org
-            .denied
-            .matching_probe(&probe)
-            .find(|e| e.port.is_none_or(|p| p == port));
-        if let Some(e) = denied {
-            return Decision::deny(Reason::DeniedDomain, Level::Org, Some(e.text.clone()));
-        }
-        let ports = &org.allowed_ports;
-        let mut matching = org.allowed.matching_probe(&probe).peekable();
-        let Some(first) = matching.peek().copied() else {
-            return Decision::deny(Reason::NotInOrgAllowlist, Level::Org, None);
-        };
-        let Some(rule) = matching.find(|e| e.allows_port(port, ports)) else {
-            let rule = Some(first.text.clone());
-            return Decision::deny(Reason::PortNotAllowed, Level::Org, rule);
-        };
-        for level in eff.levels {
-            let RequestPolicy::Allowlist { domains, .. } = level else {
-                return Decision::deny(Reason::NetworkDisabled, Level::Request, None);
-            };
-            let mut matching = domains.matching_probe(&probe).peekable();
-            let Some(first) = matching.peek().copied() else {
-                return Decision::deny(Reason::NotInRequestPolicy, Level::Request, None);
-            };
-            if !matching.any(|e| e.allows_port(port, ports)) {
-                let rule = Some(first.text.clone());
-                return Decision::deny(Reason::PortNotAllowed, Level::Request, rule);
-            }
-        }
-        if let Some(why) = shared {
-            if org.shared_hosting_action == SharedHostingAction::Deny {
-                return Decision::deny(Reason::SharedHosting, Level::Org, Some(Arc::from(why)));
-            }
-        }
-        Decision::allow(allow_level(eff), Some(rule.text.clone()))
-    })();
+    trace.step(|| Step::Name {
+        name: host.clone(),
+        port,
+    });
+    let decision = judge_name(eff, &probe, shared, port, trace);
     (decision, shared.is_some())
+}
+
+fn judge_name(
+    eff: &Effective,
+    probe: &NameProbe,
+    shared: Option<&str>,
+    port: u16,
+    trace: &mut impl Trace,
+) -> Decision {
+    let org = eff.org;
+    // A denied entry with a port denies that port only; without one, every port.
+    let denied = org
+        .denied
+        .matching_probe(probe)
+        .find(|e| e.port.is_none_or(|p| p == port));
+    trace.step(|| Step::OrgDenied {
+        rule: denied.map(|e| e.text.clone()),
+    });
+    if let Some(e) = denied {
+        return Decision::deny(Reason::DeniedDomain, Level::Org, Some(e.text.clone()));
+    }
+    let ports = &org.allowed_ports;
+    let mut matching = org.allowed.matching_probe(probe).peekable();
+    let Some(first) = matching.peek().copied() else {
+        trace.step(|| Step::OrgAllowed(Match::None));
+        return Decision::deny(Reason::NotInOrgAllowlist, Level::Org, None);
+    };
+    let Some(rule) = matching.find(|e| e.allows_port(port, ports)) else {
+        let rule = first.text.clone();
+        trace.step(|| Step::OrgAllowed(other_port(&rule, port, ports)));
+        return Decision::deny(Reason::PortNotAllowed, Level::Org, Some(rule));
+    };
+    trace.step(|| {
+        Step::OrgAllowed(Match::Port {
+            rule: rule.text.clone(),
+            port,
+        })
+    });
+    for (i, level) in eff.levels.iter().enumerate() {
+        let RequestPolicy::Allowlist { domains, .. } = level else {
+            trace.step(|| Step::RequestDisabled { level: i });
+            return Decision::deny(Reason::NetworkDisabled, Level::Request, None);
+        };
+        let mut matching = domains.matching_probe(probe).peekable();
+        let Some(first) = matching.peek().copied() else {
+            trace.step(|| Step::RequestAllowed {
+                level: i,
+                found: Match::None,
+            });
+            return Decision::deny(Reason::NotInRequestPolicy, Level::Request, None);
+        };
+        match matching.find(|e| e.allows_port(port, ports)) {
+            Some(e) => trace.step(|| Step::RequestAllowed {
+                level: i,
+                found: Match::Port {
+                    rule: e.text.clone(),
+                    port,
+                },
+            }),
+            None => {
+                let rule = first.text.clone();
+                trace.step(|| Step::RequestAllowed {
+                    level: i,
+                    found: other_port(&rule, port, ports),
+                });
+                return Decision::deny(Reason::PortNotAllowed, Level::Request, Some(rule));
+            }
+        }
+    }
+    trace.step(|| Step::SharedHosting {
+        under: shared.map(str::to_owned),
+        action: org.shared_hosting_action,
+    });
+    if let Some(why) = shared {
+        if org.shared_hosting_action == SharedHostingAction::Deny {
+            return Decision::deny(Reason::SharedHosting, Level::Org, Some(Arc::from(why)));
+        }
+    }
+    Decision::allow(allow_level(eff), Some(rule.text.clone()))
+}
+
+fn other_port(rule: &Arc<str>, port: u16, ports: &[u16]) -> Match {
+    Match::OtherPort {
+        rule: rule.clone(),
+        port,
+        ports: ports.to_vec(),
+    }
 }
 
 /// `net` contains `ip`, judging an IPv4-mapped IPv6 address by its IPv4 address too.
@@ -278,9 +446,15 @@ fn org_cidr_rule(org: &OrgPolicy, ip: IpAddr) -> Option<Arc<str>> {
     })
 }
 
-fn decide_ip(eff: &Effective, ip: IpAddr, port: u16) -> Decision {
+fn decide_ip(eff: &Effective, ip: IpAddr, port: u16, trace: &mut impl Trace) -> Decision {
     let org = eff.org;
-    let Some(rule) = org_cidr_rule(org, ip) else {
+    trace.step(|| Step::Ip { ip, port });
+    let rule = org_cidr_rule(org, ip);
+    trace.step(|| Step::OrgCidr {
+        ip,
+        rule: rule.clone(),
+    });
+    let Some(rule) = rule else {
         return match refused_class(ip) {
             Some(_) => Decision::deny(Reason::PrivateAddress, Level::Address, None),
             None => Decision::deny(Reason::NotInOrgAllowlist, Level::Org, None),

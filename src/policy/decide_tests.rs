@@ -34,10 +34,17 @@ fn target(host: &str, port: u16) -> Target {
 }
 
 /// (verdict, reason, level, rule) in a compact form for tables.
-fn summary(d: &Decision) -> (Verdict, Option<&'static str>, &'static str, Option<String>) {
+fn summary(
+    d: &Decision,
+) -> (
+    VerdictKind,
+    Option<&'static str>,
+    &'static str,
+    Option<String>,
+) {
     (
-        d.verdict,
-        d.reason.map(Reason::as_str),
+        d.verdict.kind(),
+        d.reason().map(Reason::as_str),
         d.level.as_str(),
         d.rule.as_deref().map(str::to_owned),
     )
@@ -47,7 +54,7 @@ type Row<'a> = (
     &'a str,
     &'a str,
     u16,
-    Verdict,
+    VerdictKind,
     Option<&'a str>,
     &'a str,
     Option<&'a str>,
@@ -62,7 +69,7 @@ fn run(org: &OrgPolicy, levels: &[&RequestPolicy], rows: &[Row]) {
     }
 }
 
-use Verdict::{Allow, Deny, WouldDeny};
+use VerdictKind::{Allow, Deny, WouldDeny};
 
 #[test]
 fn org_level_reasons() {
@@ -121,7 +128,7 @@ type SharedCase<'a> = (
     &'a str,
     &'a OrgPolicy,
     &'a str,
-    Verdict,
+    VerdictKind,
     Option<Reason>,
     bool,
 );
@@ -177,7 +184,7 @@ fn shared_hosting_flag_and_deny() {
     for (rule, org, host, verdict, reason, shared) in cases {
         let d = decide(&Effective { org, levels: &[] }, &target(host, 443));
         assert_eq!(
-            (d.verdict, d.reason, d.shared_hosting),
+            (d.verdict.kind(), d.reason(), d.shared_hosting),
             (*verdict, *reason, *shared),
             "{rule}"
         );
@@ -218,7 +225,7 @@ fn report_mode_relaxes_allowlist_denials_only() {
     };
     assert!(decide(&eff, &target("evil.example", 443)).is_allowed());
     let d = check_address(&eff, "127.0.0.1".parse().unwrap(), &[], 443);
-    assert_eq!(d.verdict, Deny, "address level never relaxed");
+    assert_eq!(d.verdict.kind(), Deny, "address level never relaxed");
 }
 
 #[test]
@@ -258,7 +265,7 @@ type AddressCase<'a> = (
     &'a [&'a RequestPolicy],
     &'a str,
     u16,
-    Verdict,
+    VerdictKind,
     Option<&'a str>,
 );
 
@@ -290,12 +297,12 @@ fn address_level() {
         let eff = Effective { org: &org, levels };
         let d = check_address(&eff, ip.parse().unwrap(), &own, *port);
         assert_eq!(
-            (d.verdict, d.rule.as_deref(), d.level),
+            (d.verdict.kind(), d.rule.as_deref(), d.level),
             (*verdict, *by, Level::Address),
             "{rule}"
         );
-        if d.verdict == Deny {
-            assert_eq!(d.reason, Some(Reason::PrivateAddress), "{rule}");
+        if d.verdict.kind() == Deny {
+            assert_eq!(d.reason(), Some(Reason::PrivateAddress), "{rule}");
         }
     }
 }
@@ -346,7 +353,7 @@ fn reasons_spell_and_map_to_status() {
     }
     assert_eq!(serde_json::to_value(Level::Address).unwrap(), "address");
     assert_eq!(
-        serde_json::to_value(Verdict::WouldDeny).unwrap(),
+        serde_json::to_value(VerdictKind::WouldDeny).unwrap(),
         "would_deny"
     );
 }
@@ -364,12 +371,12 @@ fn unspecified_address_is_refused_whatever_the_cidrs() {
     };
     for ip in ["0.0.0.0", "0.1.2.3", "::", "::ffff:0.0.0.0"] {
         let d = check_address(&eff, ip.parse().unwrap(), &[], 80);
-        assert_eq!(d.reason, Some(Reason::PrivateAddress), "{ip}");
+        assert_eq!(d.reason(), Some(Reason::PrivateAddress), "{ip}");
     }
     let d = check_address(&eff, "10.1.2.3".parse().unwrap(), &[], 80);
     assert_eq!(
-        d.verdict,
-        Verdict::Allow,
+        d.verdict.kind(),
+        VerdictKind::Allow,
         "an ordinary private address opened by a CIDR passes"
     );
 }

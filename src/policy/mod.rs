@@ -26,5 +26,8 @@ pub use compile::{
     SharedHostingAction, Tunnels,
 };
 pub use cover::{check_narrowing, Widening};
-pub use decide::{check_address, decide, Decision, Effective, Level, Reason, Target, Verdict};
+pub use decide::{
+    check_address, decide, explain, Decision, Effective, Level, Match, Reason, Step, Target,
+    Verdict, VerdictKind,
+};
 pub use host::{DomainEntry, DomainPattern, EntryError, Host, HostError, HostName};

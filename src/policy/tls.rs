@@ -111,7 +111,7 @@ mod tests {
             let got = judge_first_bytes(first, &target(host, *port), tunnels);
             assert_eq!(got.is_none(), *passes, "{rule}: {got:?}");
             if let Some(d) = got {
-                assert_eq!(d.reason, Some(Reason::SniMismatch), "{rule}");
+                assert_eq!(d.reason(), Some(Reason::SniMismatch), "{rule}");
             }
         }
     }

@@ -1,4 +1,4 @@
-//! The one place a refusal or failure becomes the answer a client sees (STYLE habit 7).
+//! The one place a refusal or failure becomes the answer a client sees.
 //! A refused `CONNECT` is answered here before any tunnel opens; internal details never
 //! reach the client, only the reason, the destination and a sentence we wrote.
 
@@ -10,11 +10,24 @@ use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::judge::{Failure, Refusal, Stop};
+use super::refusal::{Failure, Limit, Refusal, Stop};
 use super::Body;
 
 /// The header that names the reason of every refusal.
 pub const DENIED_HEADER: &str = "x-egress-denied";
+
+/// The HTTP status of a refusal: the one place it is chosen. The reason's own status
+/// ([`crate::policy::Reason::status`]), except where the limit that was hit tells apart
+/// what one reason covers: 431 for a head too large, 503 for the connection limit.
+pub fn status(refusal: &Refusal) -> StatusCode {
+    match refusal.limit {
+        Some(Limit::HeadTooLarge) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        Some(Limit::Connections) => StatusCode::SERVICE_UNAVAILABLE,
+        Some(Limit::Rate) | None => {
+            StatusCode::from_u16(refusal.reason.status()).unwrap_or(StatusCode::FORBIDDEN)
+        }
+    }
+}
 
 /// Answer a request that stops before upstream.
 pub fn stop(stop: &Stop, request_id: &str) -> Response<Body> {
@@ -26,16 +39,17 @@ pub fn stop(stop: &Stop, request_id: &str) -> Response<Body> {
 
 /// A refusal: its status, `X-Egress-Denied: REASON` and the JSON body of SPEC 6.
 pub fn refuse(refusal: &Refusal, request_id: &str) -> Response<Body> {
-    let mut resp = json_response(refusal.status(), refusal_body(refusal, request_id));
+    let status = status(refusal);
+    let mut resp = json_response(status, refusal_body(refusal, request_id));
     resp.headers_mut().insert(
         DENIED_HEADER,
         HeaderValue::from_static(refusal.reason.as_str()),
     );
-    if refusal.status() == StatusCode::TOO_MANY_REQUESTS {
+    if status == StatusCode::TOO_MANY_REQUESTS {
         resp.headers_mut()
             .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
-    if refusal.status() == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
+    if status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
         resp.headers_mut().insert(
             hyper::header::PROXY_AUTHENTICATE,
             HeaderValue::from_static("Basic realm=\"egress-proxy\""),
@@ -78,13 +92,13 @@ fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> 
 }
 
 /// Write a refusal straight onto a socket that no HTTP server handles (over the
-/// connection limit), then close it.
-pub async fn write_raw(mut stream: TcpStream, refusal: &Refusal, request_id: &str, status: u16) {
+/// connection limit, or a first request head refused before hyper reads it), then close
+/// it.
+pub async fn write_raw(mut stream: TcpStream, refusal: &Refusal, request_id: &str) {
     let body = format!("{}\n", refusal_body(refusal, request_id));
-    let reason = StatusCode::from_u16(status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("Error");
+    let status = status(refusal);
+    let reason = status.canonical_reason().unwrap_or("Error");
+    let status = status.as_u16();
     let retry = if matches!(status, 429 | 503) {
         "retry-after: 1\r\n"
     } else {

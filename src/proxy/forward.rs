@@ -15,9 +15,12 @@ use hyper::header::{
 };
 use hyper::{Request, Response, StatusCode, Uri};
 
-use super::judge::{audit_allowed, plain_url, Approved, Failure};
+use super::judge::Approved;
 use super::pool::{Lease, SendError, Upstream};
-use super::{answer, Body, Client, State};
+use super::record::{audit_allowed, plain_url, Client};
+use super::refusal::Failure;
+use super::state::State;
+use super::{answer, Body};
 use crate::net::dial::DialError;
 use crate::policy::Host;
 

@@ -7,9 +7,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 
-use super::Refusal;
+use super::refusal::Refusal;
 use crate::policy::tls::{judge_first_bytes, FirstBytes};
-use crate::policy::{Reason, Target, Tunnels};
+use crate::policy::{Target, Tunnels, Verdict};
 
 /// The most bytes read while waiting for a whole ClientHello (a record is at most 16 KiB
 /// plus its header; a hello spread over two records still fits).
@@ -86,13 +86,12 @@ pub async fn admit<R: AsyncRead + Unpin>(
     let (first, bytes) = first_bytes(client, upstream, timeout).await;
     match judge_first_bytes(&first, target, tunnels) {
         None => Ok(bytes),
-        Some(decision) => {
-            let mut refusal =
-                Refusal::new(Reason::SniMismatch, target.host.to_string(), target.port);
-            refusal.rule = decision.rule.as_deref().map(str::to_owned);
-            refusal.level = Some(decision.level);
-            Err(refusal)
-        }
+        Some(decision) => match decision.verdict {
+            Verdict::Allow => Ok(bytes),
+            Verdict::Deny(reason) | Verdict::WouldDeny(reason) => {
+                Err(Refusal::from_decision(&decision, reason, target))
+            }
+        },
     }
 }
 

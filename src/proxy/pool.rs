@@ -251,8 +251,8 @@ mod tests {
     #[tokio::test]
     async fn a_kept_connection_serves_only_its_own_address() {
         let pool = Upstream::new(Duration::from_secs(1));
-        let a = CheckedAddr::new_checked(origin(false).await);
-        let b = CheckedAddr::new_checked(origin(false).await);
+        let a = CheckedAddr::unchecked_for_test(origin(false).await);
+        let b = CheckedAddr::unchecked_for_test(origin(false).await);
         exchange(&pool, &[a]).await;
         assert_eq!(idle_count(&pool), 1);
         // A request approved only for `b` never gets `a`'s connection.
@@ -265,7 +265,7 @@ mod tests {
     #[tokio::test]
     async fn sweep_drops_connections_upstream_closed() {
         let pool = Upstream::new(Duration::from_secs(1));
-        let addr = CheckedAddr::new_checked(origin(true).await);
+        let addr = CheckedAddr::unchecked_for_test(origin(true).await);
         exchange(&pool, &[addr]).await;
         // Time for the connection's task to read upstream's close.
         tokio::time::sleep(Duration::from_millis(100)).await;

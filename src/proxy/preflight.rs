@@ -13,8 +13,8 @@ use hyper::Uri;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::refusal::Refusal;
 use super::request::split_host_port;
-use super::Refusal;
 use crate::policy::{Host, Reason};
 
 /// The most headers a request may carry (hyper's own default limit).
@@ -28,8 +28,8 @@ pub enum Preflight {
     Gone,
     /// No complete head within the header timeout (a slow or idle client): close.
     TimedOut,
-    /// Refuse with this status (400 or 431) and close.
-    Refuse(u16, Refusal),
+    /// Refuse (400, or 431 for a head too large) and close.
+    Refuse(Refusal),
 }
 
 /// The first peek's size: a typical request head fits, and a connection does not pay for
@@ -54,8 +54,9 @@ pub async fn first_head(stream: &TcpStream, max: usize, timeout: Duration) -> Pr
         match check(&buf[..n]) {
             Some(found) => return found,
             None if n == max => {
-                let refusal = Refusal::malformed(format!("request head larger than {max} bytes"));
-                return Preflight::Refuse(431, refusal);
+                let refusal =
+                    Refusal::head_too_large(format!("request head larger than {max} bytes"));
+                return Preflight::Refuse(refusal);
             }
             // The buffer is full but the head goes on: look again with a larger one.
             None if n == buf.len() => buf.resize((buf.len() * 4).min(max), 0),
@@ -79,19 +80,17 @@ pub fn check(bytes: &[u8]) -> Option<Preflight> {
     match req.parse(bytes) {
         Ok(httparse::Status::Partial) => None,
         Ok(httparse::Status::Complete(_)) => Some(check_head(&req)),
-        Err(httparse::Error::TooManyHeaders) => Some(Preflight::Refuse(
-            431,
-            Refusal::malformed(format!("more than {MAX_HEADERS} headers")),
-        )),
-        Err(e) => Some(Preflight::Refuse(
-            400,
-            Refusal::malformed(format!("not an HTTP/1.1 request: {e}")),
-        )),
+        Err(httparse::Error::TooManyHeaders) => Some(Preflight::Refuse(Refusal::head_too_large(
+            format!("more than {MAX_HEADERS} headers"),
+        ))),
+        Err(e) => Some(Preflight::Refuse(Refusal::malformed(format!(
+            "not an HTTP/1.1 request: {e}"
+        )))),
     }
 }
 
 fn check_head(req: &httparse::Request) -> Preflight {
-    let refuse = |detail: String| Preflight::Refuse(400, Refusal::malformed(detail));
+    let refuse = |detail: String| Preflight::Refuse(Refusal::malformed(detail));
     let (Some(method), Some(path)) = (req.method, req.path) else {
         return refuse("incomplete request line".into());
     };
@@ -108,7 +107,7 @@ fn check_head(req: &httparse::Request) -> Preflight {
         let refusal = authority
             .and_then(unreadable_host)
             .unwrap_or_else(|| Refusal::malformed("the request target is not a valid URI"));
-        return Preflight::Refuse(400, refusal);
+        return Preflight::Refuse(refusal);
     }
     let named = |name: &'static str| {
         req.headers
@@ -149,6 +148,7 @@ fn unreadable_host(authority: &str) -> Option<Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proxy::answer::status;
 
     fn verdict(bytes: &str) -> Option<(u16, &'static str)> {
         match check(bytes.as_bytes()) {
@@ -156,7 +156,7 @@ mod tests {
             Some(Preflight::Ready) => Some((0, "ready")),
             Some(Preflight::Gone) => Some((0, "gone")),
             Some(Preflight::TimedOut) => Some((0, "timed out")),
-            Some(Preflight::Refuse(status, r)) => Some((status, r.reason.as_str())),
+            Some(Preflight::Refuse(r)) => Some((status(&r).as_u16(), r.reason.as_str())),
         }
     }
 

@@ -6,7 +6,7 @@ use hyper::{Method, Request};
 
 use crate::policy::{Host, Reason, RequestPolicy, Target};
 
-use super::Refusal;
+use super::refusal::Refusal;
 
 /// The header a client uses to narrow one request.
 pub const NETWORK_POLICY_HEADER: &str = "x-network-policy";

@@ -15,11 +15,14 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::idle::Activity;
-use super::judge::{audit_allowed, audit_refusal, Approved, Failure, Refusal};
-use super::{answer, inspect, relay, Body, Client, Phase, State};
+use super::judge::Approved;
+use super::record::{audit_allowed, audit_refusal, Client};
+use super::refusal::{Failure, Limit, Refusal};
+use super::state::{Phase, State};
+use super::{answer, inspect, relay, Body};
+use crate::metrics::Metrics;
 use crate::net::dial::{dial, CheckedAddr, DialError};
-use crate::policy::Reason;
-use crate::session::{until_ended, TunnelOpen};
+use crate::session::{until_ended, Session, TunnelGuard};
 
 /// Dial the approved destination, answer 200, then relay bytes both ways once the
 /// client's connection is handed over.
@@ -31,8 +34,7 @@ pub async fn open(
     done: mpsc::Sender<()>,
 ) -> Response<Body> {
     let limit = |detail: &str| {
-        let target = &approved.target;
-        let refusal = Refusal::new(Reason::LimitExceeded, target.host.to_string(), target.port)
+        let refusal = Refusal::limit(Limit::Rate, Some(&approved.target))
             .in_session(&approved.session)
             .with_detail(detail);
         audit_refusal(&state, &client, &refusal, None);
@@ -90,8 +92,9 @@ async fn relay(
     let (up, down) = (downstream.counter(), upstream.counter());
     let limits = &state.limits;
     let work = async {
-        let policies = state.policies();
-        let (target, tunnels) = (&approved.target, &policies.org.tunnels);
+        // The policies the CONNECT was decided with, not those in force now: a reload
+        // between the two must not judge one tunnel by two policies.
+        let (target, tunnels) = (&approved.target, &approved.policies.org.tunnels);
         let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
         let first =
             inspect::admit(&mut downstream, upstream.get_ref(), target, tunnels, wait).await?;
@@ -120,4 +123,33 @@ async fn relay(
     state.metrics.bytes_up.inc_by(up);
     state.metrics.bytes_down.inc_by(down);
     audit_allowed(&state, &client, &approved, dialed.addr(), None, (up, down));
+}
+
+/// An open tunnel: counted in `egress_tunnels_active`, and traffic for its session,
+/// until dropped.
+struct TunnelOpen {
+    metrics: Arc<Metrics>,
+    _session: Option<TunnelGuard>,
+}
+
+impl TunnelOpen {
+    /// Count a new tunnel, or `None` when its session is at its tunnel limit.
+    fn try_new(state: &State, session: Option<&Arc<Session>>) -> Option<TunnelOpen> {
+        let max = state.limits.max_tunnels_per_session;
+        let guard = match session {
+            Some(s) => Some(state.sessions.tunnel_opened(s, max)?),
+            None => None,
+        };
+        state.metrics.tunnels_active.inc();
+        Some(TunnelOpen {
+            metrics: state.metrics.clone(),
+            _session: guard,
+        })
+    }
+}
+
+impl Drop for TunnelOpen {
+    fn drop(&mut self) {
+        self.metrics.tunnels_active.dec();
+    }
 }

@@ -19,8 +19,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 
+use super::conn::{refuse_over_limit, serve_connection};
 use super::pool::{sweep_every, Upstream};
-use super::{refuse_over_limit, serve_connection, Phase, State};
+use super::state::{Phase, State};
 
 /// How long connections still open when the grace period ends get to close on their
 /// own before they are cut.

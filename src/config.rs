@@ -1,0 +1,137 @@
+//! `serve`'s flags, validated once into a [`ServeConfig`] before any file is read or
+//! socket bound: a value out of range is an error that names the flag, never clamped.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::cli::ServeArgs;
+use crate::load::{self, LoadError};
+use crate::proxy::Limits;
+
+/// Why the flags do not make a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{flag} {message}")]
+    Flag { flag: &'static str, message: String },
+    #[error("{0}")]
+    Pin(#[from] LoadError),
+}
+
+fn flag(flag: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Flag {
+        flag,
+        message: message.into(),
+    }
+}
+
+/// The admin API's listener and where its token comes from.
+#[derive(Debug, Clone)]
+pub struct AdminConfig {
+    pub listen: SocketAddr,
+    /// `None` only for a loopback listener (anyone on the host may use it: warned).
+    pub token_file: Option<PathBuf>,
+}
+
+/// Everything `serve` runs with, validated.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub org: PathBuf,
+    pub policy: Option<PathBuf>,
+    pub listen: SocketAddr,
+    pub audit_log: String,
+    pub audit_allowed: bool,
+    pub pins: HashMap<String, Vec<IpAddr>>,
+    pub dns_server: Option<SocketAddr>,
+    pub dns_timeout: Duration,
+    pub limits: Limits,
+    pub max_tunnels_per_client: usize,
+    /// Worker threads; `None` for one per core the process may use.
+    pub workers: Option<usize>,
+    pub admin: Option<AdminConfig>,
+    pub require_session: bool,
+}
+
+/// A positive, finite number of seconds.
+fn seconds(name: &'static str, secs: f64) -> Result<Duration, ConfigError> {
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| flag(name, "must be a positive number of seconds"))
+}
+
+/// A count of at least `min`.
+fn at_least(name: &'static str, value: usize, min: usize) -> Result<usize, ConfigError> {
+    if value < min {
+        return Err(flag(name, format!("must be at least {min} (got {value})")));
+    }
+    Ok(value)
+}
+
+impl ServeConfig {
+    pub fn from_args(args: ServeArgs) -> Result<ServeConfig, ConfigError> {
+        let limits = Limits {
+            connect_timeout: seconds("--connect-timeout", args.connect_timeout)?,
+            header_timeout: seconds("--header-timeout", args.header_timeout)?,
+            max_connections: at_least("--max-connections", args.max_connections, 1)?,
+            connection_wait: Duration::try_from_secs_f64(args.connection_wait)
+                .map_err(|_| flag("--connection-wait", "must be a number of seconds"))?,
+            max_header_bytes: at_least("--max-header-bytes", args.max_header_bytes, 1024)?,
+            tunnel_idle_timeout: seconds("--tunnel-idle-timeout", args.tunnel_idle_timeout)?,
+            max_tunnels_per_session: at_least(
+                "--max-tunnels-per-session",
+                args.max_tunnels_per_session,
+                1,
+            )?,
+            shutdown_grace: seconds("--shutdown-grace", args.shutdown_grace)?,
+        };
+        let admin = admin(&args)?;
+        Ok(ServeConfig {
+            pins: load::pins(&args.resolve)?,
+            dns_timeout: seconds("--dns-timeout", args.dns_timeout)?,
+            max_tunnels_per_client: at_least(
+                "--max-tunnels-per-client",
+                args.max_tunnels_per_client,
+                1,
+            )?,
+            workers: args.workers.map(usize::from),
+            limits,
+            admin,
+            org: args.org,
+            policy: args.policy,
+            listen: args.listen,
+            audit_log: args.audit_log,
+            audit_allowed: args.audit_allowed,
+            dns_server: args.dns_server,
+            require_session: args.require_session,
+        })
+    }
+}
+
+/// The admin flags together: a non-loopback listener needs a token file, and sessions
+/// need the admin API.
+fn admin(args: &ServeArgs) -> Result<Option<AdminConfig>, ConfigError> {
+    let Some(listen) = args.admin_listen else {
+        if args.require_session {
+            return Err(flag(
+                "--require-session",
+                "needs --admin-listen: without the admin API there are no sessions",
+            ));
+        }
+        if args.admin_token_file.is_some() {
+            return Err(flag("--admin-token-file", "needs --admin-listen"));
+        }
+        return Ok(None);
+    };
+    if args.admin_token_file.is_none() && !listen.ip().is_loopback() {
+        return Err(flag(
+            "--admin-listen",
+            format!("{listen} is not a loopback address: it needs --admin-token-file"),
+        ));
+    }
+    Ok(Some(AdminConfig {
+        listen,
+        token_file: args.admin_token_file.clone(),
+    }))
+}

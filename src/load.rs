@@ -1,0 +1,114 @@
+//! Loading policies from files: the organization file, the proxy's `--policy`, and the
+//! `--resolve` pins. The one loader `serve`, `check` and reload all use, so the three can
+//! never disagree about what a file means.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+use crate::net::resolve::parse_resolve_pin;
+use crate::policy::{check_narrowing, HostName, OrgPolicy, PolicyError, RequestPolicy, Widening};
+
+/// Why policies or pins did not load. Each message names the file or flag at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Policy(#[from] PolicyError),
+    #[error("{path} widens the organization policy {org}: {offending}")]
+    Widening {
+        path: String,
+        org: String,
+        offending: String,
+    },
+    #[error("--resolve {value}: {message}")]
+    Pin { value: String, message: String },
+}
+
+/// The policies in force. A reload builds a new one and swaps it in whole, so a request
+/// sees either the old set or the new one, never a mix.
+#[derive(Debug)]
+pub struct Policies {
+    pub org: OrgPolicy,
+    /// `--policy`, when given: the level above every session.
+    pub proxy: Option<RequestPolicy>,
+    /// The request-level policy of a request without a session: `--policy`, or the
+    /// organization's default.
+    pub policy: RequestPolicy,
+    /// Set when a reload left `--policy` widening the new organization policy: every
+    /// request is refused with `policy_widening` until a reload fixes it
+    /// (docs/reference/control-plane.md, "Reload").
+    pub widening: Option<Widening>,
+}
+
+impl Policies {
+    /// The policies of `org` and `--policy`, with the widening state: `widening` is set
+    /// when `proxy` asks for more than `org` allows.
+    pub fn new(org: OrgPolicy, proxy: Option<RequestPolicy>) -> Policies {
+        let widening = proxy
+            .as_ref()
+            .and_then(|p| check_narrowing(&org, &[], p).err());
+        let policy = proxy.clone().unwrap_or_else(|| org.default_policy.clone());
+        Policies {
+            org,
+            proxy,
+            policy,
+            widening,
+        }
+    }
+}
+
+/// Read a policy file (or the admin token file) as text.
+pub fn read(path: &Path) -> Result<String, LoadError> {
+    std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Load the organization file and `--policy`. The widening state is kept in
+/// [`Policies::widening`]: a reload keeps serving with it (refusing every request), while
+/// a start refuses it with [`load_strict`].
+pub fn load(org_path: &Path, policy_path: Option<&Path>) -> Result<Policies, LoadError> {
+    let org = OrgPolicy::from_toml(&read(org_path)?, &org_path.display().to_string())?;
+    let proxy = match policy_path {
+        None => None,
+        Some(path) => Some(RequestPolicy::from_json(
+            &read(path)?,
+            &path.display().to_string(),
+        )?),
+    };
+    Ok(Policies::new(org, proxy))
+}
+
+/// [`load`], refusing a `--policy` that widens the organization policy (a bad start).
+pub fn load_strict(org_path: &Path, policy_path: Option<&Path>) -> Result<Policies, LoadError> {
+    let policies = load(org_path, policy_path)?;
+    match (&policies.widening, policy_path) {
+        (Some(w), Some(path)) => Err(LoadError::Widening {
+            path: path.display().to_string(),
+            org: org_path.display().to_string(),
+            offending: w.to_string(),
+        }),
+        _ => Ok(policies),
+    }
+}
+
+/// `--resolve HOST=IP` values as a map from the normalised name to its addresses.
+pub fn pins(values: &[String]) -> Result<HashMap<String, Vec<IpAddr>>, LoadError> {
+    let mut pins: HashMap<String, Vec<IpAddr>> = HashMap::new();
+    for value in values {
+        let pin_error = |message: String| LoadError::Pin {
+            value: value.clone(),
+            message,
+        };
+        let (host, ip) = parse_resolve_pin(value).map_err(pin_error)?;
+        let name = HostName::parse(&host).map_err(|e| pin_error(e.to_string()))?;
+        pins.entry(name.as_str().to_string()).or_default().push(ip);
+    }
+    Ok(pins)
+}

@@ -1,0 +1,159 @@
+//! What a judged request leaves behind: its audit record and its count in the metrics.
+//! Every record of the request path is built here, from one constructor
+//! ([`Record::new`]), so a refusal, a would-be denial and an allowed connection cannot
+//! drift apart in what they carry.
+
+use std::net::SocketAddr;
+
+use hyper::{Method, Request};
+
+use super::judge::Approved;
+use super::refusal::Refusal;
+use super::state::State;
+use crate::audit::{clip_url, new_request_id, Record};
+use crate::metrics::Outcome;
+use crate::policy::Level;
+
+/// What is being answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Asked {
+    /// A proxied HTTP request, with its method.
+    Request(Method),
+    /// A `CONNECT`: one tunnel.
+    Connect,
+    /// A connection refused before any request was read (malformed, over a limit).
+    BeforeRequest,
+}
+
+impl Asked {
+    pub fn of<B>(req: &Request<B>) -> Asked {
+        match *req.method() {
+            Method::CONNECT => Asked::Connect,
+            ref m => Asked::Request(m.clone()),
+        }
+    }
+
+    /// The audit record's `method`: empty when no request was read.
+    pub fn method(&self) -> &str {
+        match self {
+            Asked::Request(m) => m.as_str(),
+            Asked::Connect => "CONNECT",
+            Asked::BeforeRequest => "",
+        }
+    }
+}
+
+/// Who is asking, and what: carried through a request for its audit record.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub addr: SocketAddr,
+    pub request_id: String,
+    pub asked: Asked,
+}
+
+impl Client {
+    /// A new request (or connection) from `addr`, with a fresh request id.
+    pub fn new(addr: SocketAddr, asked: Asked) -> Client {
+        Client {
+            addr,
+            request_id: new_request_id(),
+            asked,
+        }
+    }
+}
+
+/// Count a judged request (plain HTTP) or connection (`CONNECT`, or refused before a
+/// request was read) in the metrics.
+pub fn count(state: &State, client: &Client, outcome: Outcome) {
+    match client.asked {
+        Asked::Request(_) => state.metrics.request(outcome),
+        Asked::Connect | Asked::BeforeRequest => state.metrics.connection(outcome),
+    }
+}
+
+/// The URL of a plain-HTTP request, for the audit record; `None` for `CONNECT`.
+pub fn plain_url<B>(req: &Request<B>) -> Option<String> {
+    (req.method() != Method::CONNECT).then(|| req.uri().to_string())
+}
+
+/// Count and write the audit record of a refusal.
+pub fn audit_refusal(state: &State, client: &Client, refusal: &Refusal, url: Option<String>) {
+    count(state, client, Outcome::Denied(refusal.reason));
+    state
+        .audit
+        .write(refusal_record(client, refusal, "egress.denied", url));
+}
+
+/// Write the `egress.would_deny` record of a denial report mode let through (it is
+/// counted with the allowed request).
+pub fn audit_would_deny(state: &State, client: &Client, refusal: &Refusal, url: Option<String>) {
+    state
+        .audit
+        .write(refusal_record(client, refusal, "egress.would_deny", url));
+}
+
+/// Write the audit record of an allowed connection (only with `--audit-allowed`).
+pub fn audit_allowed(
+    state: &State,
+    client: &Client,
+    approved: &Approved,
+    dialed: SocketAddr,
+    url: Option<String>,
+    bytes: (u64, u64),
+) {
+    if !state.audit_allowed {
+        return;
+    }
+    let target = &approved.target;
+    let mut rec = record(
+        "egress.allowed",
+        client,
+        target.host.to_string(),
+        target.port,
+    );
+    set_url(&mut rec, url);
+    rec.session = approved.session.as_ref().map(|s| s.id.clone());
+    rec.rule = approved.decision.rule.as_deref().map(str::to_owned);
+    rec.policy_level = Some(approved.decision.level.as_str());
+    rec.shared_hosting = approved.decision.shared_hosting;
+    rec.resolved_ip = Some(dialed.ip().to_string());
+    rec.bytes_up = Some(bytes.0);
+    rec.bytes_down = Some(bytes.1);
+    state.audit.write(rec);
+}
+
+fn refusal_record(
+    client: &Client,
+    refusal: &Refusal,
+    event: &'static str,
+    url: Option<String>,
+) -> Record {
+    let mut rec = record(event, client, refusal.host.clone(), refusal.port);
+    set_url(&mut rec, url);
+    rec.session = refusal.session.clone();
+    rec.reason = Some(refusal.reason.as_str());
+    rec.rule = refusal.rule.clone();
+    rec.policy_level = refusal.level.map(Level::as_str);
+    rec.shared_hosting = refusal.shared_hosting;
+    rec.resolved_ip = refusal.resolved_ip.map(|ip| ip.to_string());
+    rec
+}
+
+fn record(event: &'static str, client: &Client, host: String, port: u16) -> Record {
+    Record::new(
+        event,
+        client.request_id.clone(),
+        client.addr.to_string(),
+        client.asked.method().to_string(),
+        host,
+        port,
+    )
+}
+
+fn set_url(rec: &mut Record, url: Option<String>) {
+    if let Some(u) = url {
+        let (u, cut) = clip_url(&u);
+        rec.url = Some(u);
+        rec.url_truncated = cut;
+    }
+}

@@ -1,0 +1,157 @@
+//! Why a request stops before reaching upstream: a [`Refusal`] (a denial with its reason
+//! and rule, audited and answered with the JSON body) or a [`Failure`] (an allowed
+//! destination that could not be reached: 502/504, not a denial).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use hyper::StatusCode;
+
+use crate::policy::{Decision, Level, Reason, Target, Widening};
+use crate::session::{AuthError, Session};
+
+/// Which limit a `limit_exceeded` or oversized request ran into: the reasons are one
+/// closed set, but the answer's status tells these apart (see [`super::answer::status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Limit {
+    /// Per client or per session (429).
+    Rate,
+    /// The proxy's connection limit (503).
+    Connections,
+    /// A request head over `--max-header-bytes` (431).
+    HeadTooLarge,
+}
+
+/// A request the proxy refuses: the reason (from the closed set of
+/// docs/reference/answers.md) and what decided it.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub reason: Reason,
+    pub host: String,
+    pub port: u16,
+    pub rule: Option<String>,
+    pub level: Option<Level>,
+    pub shared_hosting: bool,
+    pub resolved_ip: Option<IpAddr>,
+    /// A sentence for the client and the proxy's log (never for secrets).
+    pub detail: Option<String>,
+    /// The session the request ran under, for the audit record.
+    pub session: Option<String>,
+    pub(crate) limit: Option<Limit>,
+}
+
+impl Refusal {
+    pub fn new(reason: Reason, host: String, port: u16) -> Refusal {
+        let level = match reason {
+            Reason::InvalidPolicy | Reason::PolicyWidening => Some(Level::Request),
+            _ => None,
+        };
+        Refusal {
+            reason,
+            host,
+            port,
+            rule: None,
+            level,
+            shared_hosting: false,
+            resolved_ip: None,
+            detail: None,
+            session: None,
+            limit: None,
+        }
+    }
+
+    /// A request that cannot be read as a proxy request at all.
+    pub fn malformed(detail: impl Into<String>) -> Refusal {
+        Refusal::new(Reason::InvalidRequest, String::new(), 0).with_detail(detail)
+    }
+
+    /// A request head larger than `--max-header-bytes`, or with too many headers.
+    pub(crate) fn head_too_large(detail: String) -> Refusal {
+        let mut refusal = Refusal::malformed(detail);
+        refusal.limit = Some(Limit::HeadTooLarge);
+        refusal
+    }
+
+    /// A limit hit: per client or session ([`Limit::Rate`]) or the connection limit.
+    pub(crate) fn limit(limit: Limit, target: Option<&Target>) -> Refusal {
+        let (host, port) = match target {
+            Some(t) => (t.host.to_string(), t.port),
+            None => (String::new(), 0),
+        };
+        let mut refusal = Refusal::new(Reason::LimitExceeded, host, port);
+        refusal.limit = Some(limit);
+        refusal
+    }
+
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Refusal {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    /// The refusal of a denying decision: its reason, rule and level.
+    pub(crate) fn from_decision(d: &Decision, reason: Reason, target: &Target) -> Refusal {
+        let mut refusal = Refusal::new(reason, target.host.to_string(), target.port);
+        refusal.rule = d.rule.as_deref().map(str::to_owned);
+        refusal.level = Some(d.level);
+        refusal.shared_hosting = d.shared_hosting;
+        refusal
+    }
+
+    /// A request-level policy that asks for more than the levels above (`policy_widening`):
+    /// the rule names every offending entry.
+    pub(crate) fn widening(target: &Target, widening: &Widening, what: &str) -> Refusal {
+        let mut refusal =
+            Refusal::new(Reason::PolicyWidening, target.host.to_string(), target.port);
+        refusal.rule = Some(widening.to_string());
+        refusal.with_detail(format!("{what}: {widening}"))
+    }
+
+    /// Credentials missing, malformed or not accepted (the order of judgement's step 2).
+    pub fn auth_required(why: AuthError, target: &Target) -> Refusal {
+        Refusal::new(Reason::AuthRequired, target.host.to_string(), target.port)
+            .with_detail(why.message())
+    }
+
+    pub fn in_session(mut self, session: &Option<Arc<Session>>) -> Refusal {
+        self.session = session.as_ref().map(|s| s.id.clone());
+        self
+    }
+}
+
+/// An allowed destination that could not be reached: not a denial, not audited as one.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl Failure {
+    /// An allowed destination that did not accept the connection: 504 when the connect
+    /// timed out, else 502.
+    pub fn connect(target: &Target, timed_out: bool) -> Failure {
+        let authority = target.host.authority(target.port);
+        match timed_out {
+            true => Failure {
+                status: StatusCode::GATEWAY_TIMEOUT,
+                message: format!("connecting to {authority} timed out"),
+            },
+            false => Failure {
+                status: StatusCode::BAD_GATEWAY,
+                message: format!("cannot connect to {authority}"),
+            },
+        }
+    }
+}
+
+/// Why a request stops before reaching upstream.
+#[derive(Debug, Clone)]
+pub enum Stop {
+    Denied(Refusal),
+    Failed(Failure),
+}
+
+impl From<Refusal> for Stop {
+    fn from(r: Refusal) -> Stop {
+        Stop::Denied(r)
+    }
+}

@@ -1,0 +1,79 @@
+//! What every connection shares: the policies in force, the session store, the resolver,
+//! the audit log, the limits, and the server's phase.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::limits::TunnelCounts;
+use crate::audit::AuditLog;
+use crate::load::Policies;
+use crate::metrics::Metrics;
+use crate::net::resolve::Resolver;
+use crate::session::SessionStore;
+
+/// Limits and timeouts of the server, validated from the command line
+/// (`crate::config`).
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub connect_timeout: Duration,
+    pub header_timeout: Duration,
+    pub max_connections: usize,
+    /// How long a connection over `max_connections` waits for a slot before its 503.
+    pub connection_wait: Duration,
+    pub max_header_bytes: usize,
+    pub tunnel_idle_timeout: Duration,
+    /// Open tunnels one session may hold (`--max-tunnels-per-session`).
+    pub max_tunnels_per_session: usize,
+    pub shutdown_grace: Duration,
+}
+
+/// What every connection shares: the compiled policies, the resolver, the audit log.
+pub struct State {
+    /// Read once per request ([`State::policies`]); replaced whole by a reload.
+    pub policies: RwLock<Arc<Policies>>,
+    pub sessions: Arc<SessionStore>,
+    pub metrics: Arc<Metrics>,
+    /// Sessions exist only with the admin API (`--admin-listen`). Without it,
+    /// `Proxy-Authorization` is not judged (and is still stripped before forwarding).
+    pub sessions_enabled: bool,
+    /// `--require-session`: every proxied request needs session credentials.
+    pub require_session: bool,
+    pub resolver: Resolver,
+    pub audit: AuditLog,
+    pub audit_allowed: bool,
+    /// The proxy's own listening addresses, always refused as destinations.
+    pub own: Vec<SocketAddr>,
+    pub limits: Limits,
+    /// Open tunnels per client address (`--max-tunnels-per-client`).
+    pub tunnels: Arc<TunnelCounts>,
+    /// The server's phase; connections and tunnels subscribe to it.
+    pub phase: watch::Sender<Phase>,
+}
+
+impl State {
+    /// The policies in force now. The lock is held only to clone the `Arc`.
+    pub fn policies(&self) -> Arc<Policies> {
+        self.policies
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Put `new` in force for every request judged from now on.
+    pub fn swap_policies(&self, new: Policies) {
+        *self.policies.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
+    }
+}
+
+/// Where the server is in its life: connections and tunnels watch this to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Serving,
+    /// A shutdown signal came: finish in-flight requests, no more keep-alive.
+    Draining,
+    /// The grace period is over: tunnels close.
+    Closing,
+}
