@@ -185,3 +185,18 @@ fn errors_exit_2() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("unknown field"), "{}", out.stderr);
 }
+
+/// `--explain` prints the steps the decision took, so it cannot disagree with the
+/// verdict: an IPv4-mapped IPv6 address is judged by its IPv4 address in both.
+#[test]
+fn explain_agrees_with_the_verdict_on_an_ipv4_mapped_address() {
+    let out = check(&["--explain", "[::ffff:10.20.0.5]:443"]);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("org allowed_cidrs: `10.20.0.0/16` covers ::ffff:10.20.0.5"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("nothing covers"), "{}", out.stdout);
+}

@@ -193,3 +193,73 @@ async fn proxy_policy_left_widening_by_a_reload_refuses_every_request() {
     proxy.hup();
     wait_for_status(&proxy, &allowed, &[], 200).await;
 }
+
+/// A `CONNECT` is decided under one policy snapshot, and its first bytes must be judged
+/// under the same one: a reload that lands between the decision and the first bytes
+/// (here: while the name resolves, held back by a slow DNS server) does not apply to it.
+#[tokio::test]
+async fn a_tunnel_decided_before_a_reload_is_judged_by_the_policy_it_was_decided_with() {
+    use crate::support::client::Conn;
+    use crate::support::dns::DnsServer;
+
+    let origin = Origin::start().await;
+    let dns = DnsServer::builder()
+        .record("slow.test", std::net::Ipv4Addr::LOCALHOST)
+        .delay(Duration::from_millis(800))
+        .start()
+        .await;
+    let tunnels = |require_tls| {
+        Org::new()
+            .allow("slow.test")
+            .ports(&[origin.port()])
+            .loopback()
+            .tunnels(Some(require_tls), None)
+    };
+    let proxy = ProxyBuilder::new(tunnels(true).to_toml())
+        .policy(allowlist_json(&["slow.test"]))
+        .dns_server(dns.addr())
+        .start()
+        .await;
+    let target = format!("slow.test:{}", origin.port());
+    let addr = proxy.addr;
+    let connect = {
+        let target = target.clone();
+        tokio::spawn(async move { connect_via_proxy(addr, &target, &[]).await })
+    };
+    // The name was allowed (a denied name is never resolved): reload now, while the
+    // DNS answer is held back, to a policy that no longer requires TLS.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while dns.queries_for("slow.test") == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no DNS query was sent"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    std::fs::write(proxy.org_path(), tunnels(false).to_toml()).unwrap();
+    proxy.hup();
+    assert!(
+        proxy.stderr_shows("policy reloaded", AUDIT_TIMEOUT).await,
+        "{}",
+        proxy.diagnostics()
+    );
+    let (resp, conn) = connect.await.unwrap();
+    assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+    let mut tunnel = conn;
+    let plain = b"GET / HTTP/1.1\r\nHost: slow.test\r\nConnection: close\r\n\r\n";
+    tunnel.send(plain).await;
+    assert!(tunnel.closed_by_peer().await, "{}", proxy.diagnostics());
+    let record = proxy
+        .wait_audit(|r| r["reason"] == "sni_mismatch", AUDIT_TIMEOUT)
+        .await;
+    assert_eq!(record["method"], "CONNECT", "{record}");
+    assert_eq!(origin.hits(), 0, "plain bytes reached the origin");
+
+    // The probe works: a tunnel decided after the reload carries the same bytes.
+    let (resp, conn) = connect_via_proxy(proxy.addr, &target, &[]).await;
+    assert_eq!(resp.status, 200, "{resp:?}");
+    let mut tunnel: Conn = conn;
+    tunnel.send(plain).await;
+    assert_eq!(tunnel.read_response().await.status, 200);
+    assert_eq!(origin.hits(), 1);
+}

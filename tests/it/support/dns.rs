@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::A;
@@ -29,6 +30,7 @@ impl Answers {
 #[derive(Default)]
 pub struct DnsBuilder {
     records: HashMap<String, Answers>,
+    delay: Duration,
 }
 
 impl DnsBuilder {
@@ -53,15 +55,23 @@ impl DnsBuilder {
         self
     }
 
+    /// Hold every answer back this long (queries are still recorded at once), so a test
+    /// can act between a name's judgement and its resolution.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
     pub async fn start(self) -> DnsServer {
         let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind dns");
         let addr = socket.local_addr().expect("dns addr");
         let queries = Arc::new(Mutex::new(Vec::new()));
-        let (mut records, q) = (self.records, queries.clone());
+        let (mut records, q, delay) = (self.records, queries.clone(), self.delay);
         tokio::spawn(async move {
             let mut buf = vec![0u8; 4096];
             while let Ok((n, peer)) = socket.recv_from(&mut buf).await {
                 if let Some(answer) = answer(&buf[..n], &mut records, &q) {
+                    tokio::time::sleep(delay).await;
                     let _ = socket.send_to(&answer, peer).await;
                 }
             }
