@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::ext::ReasonPhrase;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use serde_json::json;
@@ -12,6 +13,7 @@ use tokio::net::TcpStream;
 
 use super::refusal::{Failure, Limit, Refusal, Stop};
 use super::Body;
+use crate::policy::Reason;
 
 /// The header that names the reason of every refusal.
 pub const DENIED_HEADER: &str = "x-egress-denied";
@@ -37,10 +39,16 @@ pub fn stop(stop: &Stop, request_id: &str) -> Response<Body> {
     }
 }
 
-/// A refusal: its status, `X-Egress-Denied: REASON` and the JSON body of SPEC 6.
+/// A refusal: its status, a reason phrase naming the reason, `X-Egress-Denied: REASON`
+/// and the JSON body (`docs/reference/clients.md` says why the phrase matters).
 pub fn refuse(refusal: &Refusal, request_id: &str) -> Response<Body> {
     let status = status(refusal);
     let mut resp = json_response(status, refusal_body(refusal, request_id));
+    // The phrase is built from a status name and a reason name, both plain ASCII, so it
+    // is always a valid reason phrase; were it not, the canonical phrase would be sent.
+    if let Ok(phrase) = ReasonPhrase::try_from(reason_phrase(status, refusal.reason)) {
+        resp.extensions_mut().insert(phrase);
+    }
     resp.headers_mut().insert(
         DENIED_HEADER,
         HeaderValue::from_static(refusal.reason.as_str()),
@@ -66,6 +74,20 @@ pub fn fail(failure: &Failure, request_id: &str) -> Response<Body> {
         "request_id": request_id,
     }});
     json_response(failure.status, body)
+}
+
+/// The reason phrase of a refusal's status line, e.g. `Egress denied: not_in_org_allowlist`.
+///
+/// Clients print neither the headers nor the body of a refused `CONNECT`, at most its
+/// status line (pip, npm), so the reason must be there too. A policy denial (403) says
+/// "Egress denied"; every other refusal keeps its status's standard phrase, so the line
+/// still reads as what it is (`407 Proxy Authentication Required: auth_required`).
+pub fn reason_phrase(status: StatusCode, reason: Reason) -> String {
+    let what = match status {
+        StatusCode::FORBIDDEN => "Egress denied",
+        other => other.canonical_reason().unwrap_or("Refused"),
+    };
+    format!("{what}: {}", reason.as_str())
 }
 
 fn refusal_body(refusal: &Refusal, request_id: &str) -> serde_json::Value {
@@ -96,16 +118,16 @@ fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> 
 /// it.
 pub async fn write_raw(mut stream: TcpStream, refusal: &Refusal, request_id: &str) {
     let body = format!("{}\n", refusal_body(refusal, request_id));
-    let status = status(refusal);
-    let reason = status.canonical_reason().unwrap_or("Error");
-    let status = status.as_u16();
+    let code = status(refusal);
+    let phrase = reason_phrase(code, refusal.reason);
+    let status = code.as_u16();
     let retry = if matches!(status, 429 | 503) {
         "retry-after: 1\r\n"
     } else {
         ""
     };
     let head = format!(
-        "HTTP/1.1 {status} {reason}\r\n{DENIED_HEADER}: {}\r\n{retry}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        "HTTP/1.1 {status} {phrase}\r\n{DENIED_HEADER}: {}\r\n{retry}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         refusal.reason.as_str(),
         body.len()
     );
@@ -119,4 +141,80 @@ pub fn empty() -> Body {
     http_body_util::Empty::new()
         .map_err(|never| match never {})
         .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reason_phrase_names_the_reason_after_the_status() {
+        let cases = [
+            (
+                403,
+                Reason::NotInOrgAllowlist,
+                "Egress denied: not_in_org_allowlist",
+            ),
+            (
+                403,
+                Reason::PrivateAddress,
+                "Egress denied: private_address",
+            ),
+            (400, Reason::InvalidRequest, "Bad Request: invalid_request"),
+            (400, Reason::InvalidHost, "Bad Request: invalid_host"),
+            (
+                407,
+                Reason::AuthRequired,
+                "Proxy Authentication Required: auth_required",
+            ),
+            (
+                429,
+                Reason::LimitExceeded,
+                "Too Many Requests: limit_exceeded",
+            ),
+            (
+                431,
+                Reason::InvalidRequest,
+                "Request Header Fields Too Large: invalid_request",
+            ),
+            (
+                503,
+                Reason::LimitExceeded,
+                "Service Unavailable: limit_exceeded",
+            ),
+        ];
+        for (status, reason, want) in cases {
+            let status = StatusCode::from_u16(status).unwrap();
+            assert_eq!(reason_phrase(status, reason), want, "{status} {reason}");
+        }
+    }
+
+    #[test]
+    fn every_reason_makes_a_valid_phrase() {
+        for reason in Reason::ALL {
+            let status = StatusCode::from_u16(reason.status()).unwrap();
+            let phrase = reason_phrase(status, reason);
+            assert!(
+                ReasonPhrase::try_from(phrase.clone()).is_ok(),
+                "{phrase:?} is not a valid reason phrase"
+            );
+        }
+    }
+
+    #[test]
+    fn refuse_sets_the_phrase_and_keeps_status_and_header() {
+        let refusal = Refusal::new(Reason::NotInOrgAllowlist, "evil.test".into(), 443);
+        let resp = refuse(&refusal, "id");
+        assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+        assert_eq!(
+            resp.extensions()
+                .get::<ReasonPhrase>()
+                .map(|p| p.as_bytes()),
+            Some(&b"Egress denied: not_in_org_allowlist"[..])
+        );
+        assert_eq!(
+            resp.headers().get(DENIED_HEADER).unwrap(),
+            "not_in_org_allowlist"
+        );
+    }
 }

@@ -22,6 +22,7 @@ mod fuzz_corpus;
 mod lifecycle;
 mod limits;
 mod lint;
+mod reason_phrase;
 mod reload;
 mod report;
 mod summary;
