@@ -7,7 +7,11 @@
 //! - [`compile`]: raw -> validated [`OrgPolicy`] / [`RequestPolicy`], one error type.
 //! - [`host`]: [`HostName`] (normalised once), [`DomainPattern`], [`DomainEntry`].
 //! - [`cover`]: the narrowing relation, [`check_narrowing`].
-//! - [`decide`]: [`decide()`] and [`check_address`], returning a [`Decision`].
+//! - [`decide`]: [`decide()`] and [`check_address`], returning a [`Decision`];
+//!   [`explain()`] is the same decision with its [`Step`]s, for `check --explain`.
+//! - [`verdict`]: the [`Decision`], its [`Verdict`] (carrying the [`Reason`]) and
+//!   [`Level`].
+//! - [`steps`]: the steps a decision records when asked to.
 //! - [`shared_hosting`]: is this name or pattern on shared hosting.
 //! - [`tls`]: the judgement of a tunnel's first bytes (TLS server name, `[tunnels]`).
 //! - [`address`]: the refused address classes.
@@ -19,15 +23,16 @@ pub mod decide;
 pub mod file;
 pub mod host;
 pub mod shared_hosting;
+pub mod steps;
 pub mod tls;
+pub mod verdict;
 
 pub use compile::{
     cidr_rules, DomainSet, Mode, OrgPolicy, PolicyError, Problem, RequestPolicy,
     SharedHostingAction, Tunnels,
 };
 pub use cover::{check_narrowing, Widening};
-pub use decide::{
-    check_address, decide, explain, Decision, Effective, Level, Match, Reason, Step, Target,
-    Verdict, VerdictKind,
-};
+pub use decide::{check_address, decide, explain, Effective, Target};
 pub use host::{DomainEntry, DomainPattern, EntryError, Host, HostError, HostName};
+pub use steps::{Match, Step};
+pub use verdict::{Decision, Level, Reason, Verdict, VerdictKind};

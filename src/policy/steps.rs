@@ -1,0 +1,68 @@
+//! The steps of a decision, recorded for `check --explain` as [`super::decide`] takes
+//! them (so the explanation cannot disagree with the verdict), and not at all on the
+//! request path.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use super::compile::SharedHostingAction;
+use super::host::HostName;
+
+/// One step of the order of judgement, as [`explain`] records it for `check --explain`.
+/// The steps are the decision's own: the verdict and its steps come from one pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The target is a literal IP address.
+    Ip { ip: IpAddr, port: u16 },
+    /// The organization `allowed_cidrs` entry covering a literal IP, if any.
+    OrgCidr { ip: IpAddr, rule: Option<Arc<str>> },
+    /// The target is a name.
+    Name { name: HostName, port: u16 },
+    /// The organization `denied_domains` entry that matched, if any.
+    OrgDenied { rule: Option<Arc<str>> },
+    /// The organization `allowed_domains` verdict on the name and port.
+    OrgAllowed(Match),
+    /// A request level (0 = widest) is `{"type": "disabled"}`.
+    RequestDisabled { level: usize },
+    /// A request level's `allowed_domains` verdict on the name and port.
+    RequestAllowed { level: usize, found: Match },
+    /// Whether the name is on shared hosting (`under` names the suffix or list entry).
+    SharedHosting {
+        under: Option<String>,
+        action: SharedHostingAction,
+    },
+}
+
+/// How a list of domain entries judged a name on a port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Match {
+    /// `rule` matches the name on the port.
+    Port { rule: Arc<str>, port: u16 },
+    /// No entry matches the name.
+    None,
+    /// `rule` matches the name but not the port (`ports`: the org's `allowed_ports`).
+    OtherPort {
+        rule: Arc<str>,
+        port: u16,
+        ports: Vec<u16>,
+    },
+}
+
+/// Where [`decide`] reports its steps: nowhere on the request path, a list for `check`.
+pub(super) trait Trace {
+    fn step(&mut self, step: impl FnOnce() -> Step);
+}
+
+/// The request path's trace: records nothing and costs nothing.
+pub(super) struct NoTrace;
+
+impl Trace for NoTrace {
+    #[inline(always)]
+    fn step(&mut self, _: impl FnOnce() -> Step) {}
+}
+
+impl Trace for Vec<Step> {
+    fn step(&mut self, step: impl FnOnce() -> Step) {
+        self.push(step());
+    }
+}

@@ -1,0 +1,203 @@
+//! What a decision is: a [`Verdict`] that carries its [`Reason`], the [`Level`] that
+//! decided, and the rule, in a [`Decision`] that the answer, the audit record, `check` and
+//! `lint` all read.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+/// What was decided, carrying the reason of every verdict but an allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    Allow,
+    Deny(Reason),
+    /// Report mode relaxed an allowlist denial: allowed, logged as `would_deny`.
+    WouldDeny(Reason),
+}
+
+/// A verdict without its reason: how outputs (`check`'s `"verdict"`) spell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictKind {
+    Allow,
+    Deny,
+    WouldDeny,
+}
+
+impl VerdictKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::Allow => "allow",
+            VerdictKind::Deny => "deny",
+            VerdictKind::WouldDeny => "would_deny",
+        }
+    }
+}
+
+impl Verdict {
+    pub fn kind(self) -> VerdictKind {
+        match self {
+            Verdict::Allow => VerdictKind::Allow,
+            Verdict::Deny(_) => VerdictKind::Deny,
+            Verdict::WouldDeny(_) => VerdictKind::WouldDeny,
+        }
+    }
+
+    /// The reason of a denial or a would-be denial; `None` for an allow.
+    pub fn reason(self) -> Option<Reason> {
+        match self {
+            Verdict::Allow => None,
+            Verdict::Deny(r) | Verdict::WouldDeny(r) => Some(r),
+        }
+    }
+}
+
+/// Why a request was refused: the closed set of SPEC section 6.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    NotInOrgAllowlist,
+    NotInRequestPolicy,
+    NetworkDisabled,
+    DeniedDomain,
+    PortNotAllowed,
+    SharedHosting,
+    PrivateAddress,
+    PolicyWidening,
+    InvalidHost,
+    InvalidRequest,
+    InvalidPolicy,
+    HostMismatch,
+    SniMismatch,
+    AuthRequired,
+    LimitExceeded,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 15] = [
+        Reason::NotInOrgAllowlist,
+        Reason::NotInRequestPolicy,
+        Reason::NetworkDisabled,
+        Reason::DeniedDomain,
+        Reason::PortNotAllowed,
+        Reason::SharedHosting,
+        Reason::PrivateAddress,
+        Reason::PolicyWidening,
+        Reason::InvalidHost,
+        Reason::InvalidRequest,
+        Reason::InvalidPolicy,
+        Reason::HostMismatch,
+        Reason::SniMismatch,
+        Reason::AuthRequired,
+        Reason::LimitExceeded,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::NotInOrgAllowlist => "not_in_org_allowlist",
+            Reason::NotInRequestPolicy => "not_in_request_policy",
+            Reason::NetworkDisabled => "network_disabled",
+            Reason::DeniedDomain => "denied_domain",
+            Reason::PortNotAllowed => "port_not_allowed",
+            Reason::SharedHosting => "shared_hosting",
+            Reason::PrivateAddress => "private_address",
+            Reason::PolicyWidening => "policy_widening",
+            Reason::InvalidHost => "invalid_host",
+            Reason::InvalidRequest => "invalid_request",
+            Reason::InvalidPolicy => "invalid_policy",
+            Reason::HostMismatch => "host_mismatch",
+            Reason::SniMismatch => "sni_mismatch",
+            Reason::AuthRequired => "auth_required",
+            Reason::LimitExceeded => "limit_exceeded",
+        }
+    }
+
+    /// The HTTP status of a refusal for this reason.
+    pub fn status(self) -> u16 {
+        match self {
+            Reason::InvalidRequest | Reason::InvalidHost | Reason::InvalidPolicy => 400,
+            Reason::AuthRequired => 407,
+            Reason::LimitExceeded => 429,
+            _ => 403,
+        }
+    }
+
+    /// Report mode relaxes only allowlist decisions.
+    pub fn relaxed_in_report_mode(self) -> bool {
+        matches!(
+            self,
+            Reason::DeniedDomain
+                | Reason::NotInOrgAllowlist
+                | Reason::NotInRequestPolicy
+                | Reason::NetworkDisabled
+                | Reason::PortNotAllowed
+                | Reason::SharedHosting
+        )
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which level decided: the audit record's `policy_level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Org,
+    Request,
+    Address,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Org => "org",
+            Level::Request => "request",
+            Level::Address => "address",
+        }
+    }
+}
+
+/// A decision and why: read by the answer, the audit record, `check` and `lint`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    /// The entry that decided (the org allow entry for an allow), as written. Shared with
+    /// the compiled entry, so deciding does not allocate.
+    pub rule: Option<Arc<str>>,
+    pub level: Level,
+    pub shared_hosting: bool,
+}
+
+impl Decision {
+    /// Allow or WouldDeny.
+    pub fn is_allowed(&self) -> bool {
+        matches!(self.verdict, Verdict::Allow | Verdict::WouldDeny(_))
+    }
+
+    /// The reason of a denial or a would-be denial; `None` for an allow.
+    pub fn reason(&self) -> Option<Reason> {
+        self.verdict.reason()
+    }
+
+    pub fn deny(reason: Reason, level: Level, rule: Option<Arc<str>>) -> Decision {
+        Decision {
+            verdict: Verdict::Deny(reason),
+            rule,
+            level,
+            shared_hosting: false,
+        }
+    }
+
+    pub(super) fn allow(level: Level, rule: Option<Arc<str>>) -> Decision {
+        Decision {
+            verdict: Verdict::Allow,
+            rule,
+            level,
+            shared_hosting: false,
+        }
+    }
+}
