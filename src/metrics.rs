@@ -79,6 +79,8 @@ pub struct Metrics {
     pub sessions_deleted: Counter,
     pub reloads_ok: Counter,
     pub reloads_failed: Counter,
+    /// Client connections closed for sending no complete request head in time.
+    pub header_timeouts: Counter,
     audit_lines: Counter,
     /// Serialises bringing `audit_lines` up to date before an encode.
     audit_sync: Mutex<()>,
@@ -111,6 +113,7 @@ impl Metrics {
             sessions_deleted: Counter::default(),
             reloads_ok: Counter::default(),
             reloads_failed: Counter::default(),
+            header_timeouts: Counter::default(),
             audit_lines: Counter::default(),
             audit_sync: Mutex::new(()),
             // 1 ms to about 33 s.
@@ -187,6 +190,11 @@ impl Metrics {
             "egress_reloads_failed",
             "Policy reloads that failed and left the running policy in place",
             m.reloads_failed.clone(),
+        );
+        r.register(
+            "egress_header_timeouts",
+            "Client connections closed for sending no complete request head within --header-timeout (silent ones included)",
+            m.header_timeouts.clone(),
         );
         r.register(
             "egress_audit_lines",

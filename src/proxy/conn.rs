@@ -34,7 +34,9 @@ pub(crate) async fn serve_connection(
         preflight::Preflight::Ready => {}
         preflight::Preflight::Gone => return,
         preflight::Preflight::TimedOut => {
-            // A limit hit, logged once per connection; there is no request to audit.
+            // A limit hit, counted and logged once per connection; there is no request
+            // to audit.
+            state.metrics.header_timeouts.inc();
             tracing::info!(client = %peer, timeout = ?limits.header_timeout, "closed a connection that sent no complete request head in time");
             return;
         }

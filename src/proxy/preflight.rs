@@ -47,9 +47,13 @@ pub async fn first_head(stream: &TcpStream, max: usize, timeout: Duration) -> Pr
             Ok(Err(_)) => return Preflight::Gone,
             Err(_) => return Preflight::TimedOut,
         }
-        let n = match stream.peek(&mut buf).await {
-            Ok(0) | Err(_) => return Preflight::Gone,
-            Ok(n) => n,
+        // Readiness can be reported before any byte has come (a fresh socket's first
+        // wake-up), and `peek` then waits for data: the deadline bounds that wait too, so
+        // a client that connects and sends nothing is closed like a slow one.
+        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
+            Err(_) => return Preflight::TimedOut,
+            Ok(Ok(0) | Err(_)) => return Preflight::Gone,
+            Ok(Ok(n)) => n,
         };
         match check(&buf[..n]) {
             Some(found) => return found,

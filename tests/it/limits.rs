@@ -200,3 +200,46 @@ async fn tunnels_per_session_are_capped_with_429() {
     let record = assert_single_denial(&second, &want, &proxy).await;
     assert_eq!(record["session"], session.id.as_str(), "{record}");
 }
+
+/// A client that connects and sends nothing is closed after `--header-timeout`, like a
+/// slow one, and counted: silent sockets cannot hold every connection slot.
+#[tokio::test]
+async fn silent_connections_are_closed_after_the_header_timeout_and_free_their_slots() {
+    use crate::support::admin::metric;
+
+    let origin = Origin::start().await;
+    let proxy = ProxyBuilder::standard(origin.port())
+        .admin("silent-token")
+        .arg("--header-timeout")
+        .arg("1")
+        .arg("--max-connections")
+        .arg("2")
+        .arg("--connection-wait")
+        .arg("0.1")
+        .start()
+        .await;
+    let mut silent = Vec::new();
+    for _ in 0..2 {
+        silent.push(TcpStream::connect(proxy.addr).await.unwrap());
+    }
+    // The two slots are held: a third client is refused while they last.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let url = format!("http://allowed.test:{}/", origin.port());
+    let held = get_via_proxy(proxy.addr, &url, &[]).await;
+    assert_eq!(held.status, 503, "{held:?}\n{}", proxy.diagnostics());
+    for stream in &mut silent {
+        assert!(
+            closed_within(stream, Duration::from_secs(3)).await,
+            "a silent client is disconnected within the header timeout\n{}",
+            proxy.diagnostics()
+        );
+    }
+    let freed = get_via_proxy(proxy.addr, &url, &[]).await;
+    assert_eq!(freed.status, 200, "{freed:?}\n{}", proxy.diagnostics());
+    let text = proxy.admin().metrics().await;
+    assert_eq!(
+        metric(&text, "egress_header_timeouts_total"),
+        Some(2.0),
+        "{text}"
+    );
+}
