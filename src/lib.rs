@@ -28,6 +28,11 @@
 //! - [`cli`]: command-line argument types.
 //! - [`fuzzing`]: the entry points of the fuzz targets and of the corpus replay test.
 
+// No unsafe code, except in `proxy::splice` (splice(2), its pipe and a socket option):
+// that module allows it, and says in a `SAFETY:` comment on each block why it is sound.
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod admin;
 pub mod audit;
 pub mod check;
