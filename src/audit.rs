@@ -307,7 +307,7 @@ impl AuditWriter {
     /// Writes records until every [`AuditLog`] clone is dropped or one calls
     /// [`AuditLog::close`]; then writes everything still queued, flushes, fsyncs and
     /// returns the number of lines written. It flushes whenever the queue is momentarily
-    /// empty (and at least every [`MAX_BATCH`] records), so each record reaches the file
+    /// empty (and at least every `MAX_BATCH` records), so each record reaches the file
     /// well within a second. A write error stops the writer and is returned; records
     /// written after that are reported on the proxy's own log.
     pub async fn run(mut self) -> io::Result<u64> {
