@@ -18,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+use time::{OffsetDateTime, PrimitiveDateTime};
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::sync::mpsc;
 
@@ -102,34 +103,26 @@ pub fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
 }
 
-/// `t` as RFC 3339 UTC with milliseconds (times before 1970 are written as 1970).
+/// `t` as RFC 3339 UTC with milliseconds (times before 1970 are written as 1970, times
+/// past the year 9999 as its last millisecond).
 pub fn rfc3339(t: SystemTime) -> String {
     let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
+    let t = i128::try_from(since.as_nanos())
+        .ok()
+        .and_then(|nanos| OffsetDateTime::from_unix_timestamp_nanos(nanos).ok())
+        .unwrap_or(PrimitiveDateTime::MAX.assume_utc());
+    // Fixed widths, always three fraction digits: time's own RFC 3339 formatting drops
+    // trailing zeros, and the record's `ts` has one width.
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        since.subsec_millis()
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year(),
+        u8::from(t.month()),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.millisecond()
     )
-}
-
-/// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
-/// Howard Hinnant's `civil_from_days` (chrono-compatible date algorithms).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097); // [0, 146096]
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
-    let mp = (5 * doy + 2) / 153; // [0, 11], March first
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = (if mp < 10 { mp + 3 } else { mp - 9 }) as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 /// Keeps at most [`MAX_QUERY_BYTES`] of the query string, cut on a character boundary,
@@ -314,7 +307,7 @@ impl AuditWriter {
     /// Writes records until every [`AuditLog`] clone is dropped or one calls
     /// [`AuditLog::close`]; then writes everything still queued, flushes, fsyncs and
     /// returns the number of lines written. It flushes whenever the queue is momentarily
-    /// empty (and at least every [`MAX_BATCH`] records), so each record reaches the file
+    /// empty (and at least every `MAX_BATCH` records), so each record reaches the file
     /// well within a second. A write error stops the writer and is returned; records
     /// written after that are reported on the proxy's own log.
     pub async fn run(mut self) -> io::Result<u64> {

@@ -1,6 +1,9 @@
 //! Entry points shared by the `cargo fuzz` targets in `fuzz/` and the corpus replay in
-//! `cargo test` (`tests/it/fuzz_corpus.rs`): each takes arbitrary bytes and must never
-//! panic, and checks the invariants that hold for any input.
+//! `cargo test` (the tests below): each takes arbitrary bytes and must never panic, and
+//! checks the invariants that hold for any input.
+//!
+//! Compiled only with the `fuzzing` feature (which `fuzz/Cargo.toml` turns on) and in the
+//! library's own tests: the product does not carry them.
 
 use crate::policy::{DomainEntry, Host, HostName, OrgPolicy, RequestPolicy};
 use crate::proxy::{inspect, preflight, request};
@@ -60,3 +63,49 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("request_target", request_target),
     ("client_hello", client_hello),
 ];
+
+/// The fuzz corpus, replayed: every committed input of every target in `fuzz/corpus/`
+/// (seeds, and inputs that once crashed) goes through the same entry point the fuzzer
+/// calls, so `cargo test` keeps them passing without running the fuzzer.
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::TARGETS;
+
+    #[test]
+    fn every_corpus_input_runs_without_panicking() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+        let mut replayed = 0;
+        for (name, target) in TARGETS {
+            let dir = root.join(name);
+            let entries =
+                std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            let mut count = 0;
+            for entry in entries {
+                let path = entry.unwrap().path();
+                let data = std::fs::read(&path).unwrap();
+                let outcome = std::panic::catch_unwind(|| target(&data));
+                assert!(outcome.is_ok(), "{name}: {} panics", path.display());
+                count += 1;
+            }
+            assert!(count > 0, "the corpus of {name} is empty");
+            replayed += count;
+        }
+        assert!(replayed >= TARGETS.len());
+    }
+
+    #[test]
+    fn a_real_client_hello_seed_names_its_server() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/client_hello");
+        let hello = std::fs::read(root.join("hello-secure.test")).unwrap();
+        let seen = crate::proxy::inspect::read_hello(&hello);
+        assert_eq!(
+            seen,
+            Some(crate::policy::tls::FirstBytes::Tls {
+                server_name: Some("secure.test".into())
+            }),
+            "the seed is a real ClientHello, so the fuzzer starts from the parser's deep paths"
+        );
+    }
+}

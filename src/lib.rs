@@ -26,13 +26,20 @@
 //! - [`lint`]: `lint`: rules over policy files -> findings -> text, JSON or SARIF.
 //! - [`summary`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML.
 //! - [`cli`]: command-line argument types.
-//! - [`fuzzing`]: the entry points of the fuzz targets and of the corpus replay test.
+//! - `fuzzing` (only with the `fuzzing` feature, and in the library's tests): the entry
+//!   points of the fuzz targets in `fuzz/`, and the replay of their corpus.
+
+// No unsafe code, except in `proxy::splice` (splice(2), its pipe and a socket option):
+// that module allows it, and says in a `SAFETY:` comment on each block why it is sound.
+#![deny(unsafe_code)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod admin;
 pub mod audit;
 pub mod check;
 pub mod cli;
 pub mod config;
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod lint;
 pub mod load;

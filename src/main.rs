@@ -1,6 +1,8 @@
 //! The `egress-proxy` binary: parse the command line, start logging, dispatch, and map
 //! the outcome to an exit code (0 ok, 1 denied or findings, 2 error).
 
+#![forbid(unsafe_code)]
+
 use std::io::Write;
 use std::process::ExitCode;
 

@@ -16,6 +16,9 @@
 //! faster again ([`Pace`]); bytes that come while it batches wait at most
 //! [`BATCH_WAIT`] (plus the timer's millisecond).
 
+// The crate's one module with unsafe code: libc calls, each with its `SAFETY:` comment.
+#![allow(unsafe_code)]
+
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
@@ -62,7 +65,8 @@ impl Pipe {
                 write: OwnedFd::from_raw_fd(fds[1]),
             }
         };
-        // SAFETY: a plain fcntl on a descriptor we own.
+        // SAFETY: a plain fcntl on a descriptor we own; F_SETPIPE_SZ takes an int and
+        // touches no memory of ours.
         let size = unsafe {
             libc::fcntl(
                 pipe.write.as_raw_fd(),
@@ -250,7 +254,8 @@ impl Drop for Batching<'_, '_> {
 /// queued (or the peer ended, or the receive window runs short).
 fn set_rcvlowat(socket: &TcpStream, bytes: usize) -> io::Result<()> {
     let value = bytes.min(libc::c_int::MAX as usize) as libc::c_int;
-    // SAFETY: a setsockopt on an open socket with a c_int option value of the right size.
+    // SAFETY: a setsockopt on an open socket (borrowed for the call); the option value
+    // points to a live c_int and the length given is its size, so the kernel reads only it.
     let rc = unsafe {
         libc::setsockopt(
             socket.as_raw_fd(),
@@ -270,8 +275,8 @@ fn set_rcvlowat(socket: &TcpStream, bytes: usize) -> io::Result<()> {
 fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
     let flags = libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK;
     loop {
-        // SAFETY: both descriptors are open for the call; null offsets are allowed for
-        // pipes and sockets.
+        // SAFETY: both descriptors are open for the call (the caller borrows their owners);
+        // with null offsets splice(2) reads and writes no memory of ours.
         let n = unsafe { libc::splice(from, ptr::null_mut(), to, ptr::null_mut(), len, flags) };
         if n >= 0 {
             return Ok(n as usize);

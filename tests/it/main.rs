@@ -18,7 +18,6 @@ mod connect;
 mod denials;
 mod dns;
 mod forward;
-mod fuzz_corpus;
 mod lifecycle;
 mod limits;
 mod lint;
