@@ -1,4 +1,4 @@
-//! The audit log (SPEC section 7, and "The audit record" in section 10).
+//! The audit log (docs/reference/audit-log.md).
 //!
 //! One JSON object per line for every denied attempt (and allowed connection with
 //! `--audit-allowed`). Records go over an unbounded channel to one writer task, so
@@ -52,7 +52,7 @@ pub struct Record {
     pub url: Option<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub url_truncated: bool,
-    /// A reason from SPEC section 6's closed set.
+    /// A reason from the closed set (docs/reference/answers.md, "Reasons").
     pub reason: Option<&'static str>,
     /// The policy entry that decided, if any.
     pub rule: Option<String>,
@@ -227,7 +227,8 @@ impl AuditLog {
         Ok((log, AuditWriter { rx, sink, written }))
     }
 
-    /// A log that discards every record (no audit log configured).
+    /// A log that discards every record.
+    #[cfg(test)]
     pub fn disabled() -> AuditLog {
         AuditLog {
             tx: None,

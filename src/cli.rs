@@ -39,7 +39,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
 
-    /// Address to listen on, IP:PORT (IPv6 in brackets: [::1]:3128).
+    /// Address to listen on, IP:PORT (IPv6 in brackets: `[::1]:3128`).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:3128")]
     pub listen: SocketAddr,
 

@@ -2,24 +2,36 @@
 //! through it, and only where the organization allowlist and the narrower request
 //! `network_policy` both allow. Every denied attempt is written to the audit log.
 //!
+//! # Public API
+//!
+//! What the binary, the benches and the fuzz targets use: [`cli`] (the argument types),
+//! [`serve::run`], [`check::run`], [`lint`], [`summary`], the pure [`policy`] core, and
+//! `fuzzing` behind its feature. Everything else is `pub(crate)`.
+//!
 //! # Layout
+//!
+//! docs/ARCHITECTURE.md walks a request through these modules.
 //!
 //! A request flows one way: listener -> connection -> target -> decide (pure) -> deny
 //! (audit + answer) or allow (resolve -> check address -> dial that address -> forward or
 //! tunnel).
 //!
+//! - `config`: `serve`'s flags, validated once into a config value before anything is
+//!   read or bound.
+//! - `load`: the one loader of policy files and `--resolve` pins, for `serve`, `check`
+//!   and reload.
 //! - [`policy`]: the pure policy core: raw file shapes, compiling, host names and
 //!   patterns, the narrowing relation, the decision, shared hosting, address classes.
-//! - [`proxy`]: the server: worker threads (a runtime each) accepting connections,
+//! - `proxy`: the server: worker threads (a runtime each) accepting connections,
 //!   judging a request, answers, HTTP forwarding, `CONNECT` tunnels (relayed with
 //!   splice(2) on Linux, bulk bytes read in batches; copied elsewhere).
-//! - [`net`]: resolving (pins, a chosen DNS server) and dialing checked addresses only.
-//! - [`audit`]: the audit record and its writer.
-//! - [`admin`]: the control plane on its own listener: the session calls, reload
+//! - `net`: resolving (pins, a chosen DNS server) and dialing checked addresses only.
+//! - `audit`: the audit record and its writer.
+//! - `admin`: the control plane on its own listener: the session calls, reload
 //!   (`POST /v1/reload`, also SIGHUP), `/metrics`, `/healthz`; bearer-token auth.
-//! - [`session`]: the session store: credentials (`Proxy-Authorization: Basic`), idle
+//! - `session`: the session store: credentials (`Proxy-Authorization: Basic`), idle
 //!   expiry, and the signal that closes a session's tunnels when it ends.
-//! - [`metrics`]: the Prometheus metrics, counted on the request path without locks.
+//! - `metrics`: the Prometheus metrics, counted on the request path without locks.
 //! - [`serve`]: `serve` start-up: loading policies, binding (proxy and admin listeners),
 //!   SIGHUP, shutdown and flush.
 //! - [`check`]: `check`: deciding targets offline with the proxy's decision code.
@@ -34,19 +46,19 @@
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
-pub mod admin;
-pub mod audit;
+pub(crate) mod admin;
+pub(crate) mod audit;
 pub mod check;
 pub mod cli;
-pub mod config;
+pub(crate) mod config;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod lint;
-pub mod load;
-pub mod metrics;
-pub mod net;
+pub(crate) mod load;
+pub(crate) mod metrics;
+pub(crate) mod net;
 pub mod policy;
-pub mod proxy;
+pub(crate) mod proxy;
 pub mod serve;
-pub mod session;
+pub(crate) mod session;
 pub mod summary;

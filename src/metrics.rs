@@ -7,7 +7,7 @@
 //! "Requests" are plain HTTP requests; "connections" are `CONNECT` tunnels and the
 //! refusals made before a request method is known (an unparseable head, the connection
 //! limit). Both are labelled by `decision` (`allowed`, `denied`, `would_deny`, `failed`)
-//! and `reason` (SPEC 6's set; `none` when allowed, `upstream` when failed).
+//! and `reason` (docs/reference/answers.md's set; `none` when allowed, `upstream` when failed).
 
 use std::sync::Mutex;
 use std::time::Duration;

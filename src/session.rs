@@ -1,4 +1,4 @@
-//! Sessions (SPEC 8): a `network_policy` bound to random credentials, ending when deleted,
+//! Sessions (docs/reference/control-plane.md): a `network_policy` bound to random credentials, ending when deleted,
 //! revoked by a reload, or idle for its timeout.
 //!
 //! A proxied request names its session in `Proxy-Authorization: Basic
@@ -65,6 +65,7 @@ impl Session {
         let _ = rx.wait_for(|ended| *ended).await;
     }
 
+    #[cfg(test)]
     pub fn is_ended(&self) -> bool {
         *self.ended.borrow()
     }

@@ -1,4 +1,4 @@
-//! The control plane (SPEC 8): an HTTP API on its own listener, never the proxy port.
+//! The control plane (docs/reference/control-plane.md): an HTTP API on its own listener, never the proxy port.
 //!
 //! Every call but `GET /healthz` needs `Authorization: Bearer <token>`, compared in
 //! constant time; without it the answer is `401` and nothing else. Bodies are JSON.

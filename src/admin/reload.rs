@@ -6,7 +6,8 @@
 //! event `session.revoked`, naming the entries), then the new set is swapped in. New
 //! requests see it; tunnels already open keep running. A `--policy` that the new
 //! organization policy no longer covers does not fail the reload: it makes every request
-//! refused with `policy_widening` until a later reload fixes it (SPEC 10).
+//! refused with `policy_widening` until a later reload fixes it
+//! (docs/reference/control-plane.md, "Reload").
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -1,4 +1,4 @@
-//! The session calls of the admin API (SPEC 8 and "Control plane details" in SPEC 10).
+//! The session calls of the admin API (docs/reference/control-plane.md, "Sessions").
 //!
 //! `POST /v1/sessions` checks the `network_policy` against the policies in force (the
 //! organization's and `--policy`'s) under the store's lock, so a reload cannot slip in

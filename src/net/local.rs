@@ -1,4 +1,4 @@
-//! The proxy's own addresses, always refused as destinations (SPEC 5 and 10). A listener
+//! The proxy's own addresses, always refused as destinations (docs/reference/policy-files.md, "Addresses"). A listener
 //! on a wildcard address (`0.0.0.0`, `[::]`) is reachable at every local address on its
 //! port, so it is expanded to each address of this host's interfaces, read at start.
 

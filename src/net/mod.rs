@@ -1,5 +1,6 @@
 //! The network side of an allowed request: resolving a name that policy already allowed,
-//! and dialing exactly the addresses the proxy's address check approved (SPEC section 5).
+//! and dialing exactly the addresses the proxy's address check approved
+//! (docs/reference/policy-files.md, "Addresses").
 //!
 //! - [`resolve`]: pinned names (`serve --resolve`) and DNS (`serve --dns-server` or the
 //!   system configuration), with no cache, so every lookup reflects the server.

@@ -1,4 +1,4 @@
-//! Resolving names that policy already allowed (SPEC section 5).
+//! Resolving names that policy already allowed (docs/reference/policy-files.md, "Addresses").
 //!
 //! The proxy calls [`Resolver::resolve`] only after the name itself was allowed, so a
 //! denied name never causes a DNS query. Pinned names (`serve --resolve HOST=IP`) never

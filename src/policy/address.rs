@@ -1,5 +1,5 @@
 //! Address classes the proxy refuses unless an `allowed_cidrs` entry opens them
-//! (SPEC section 5). Pure: a function of the address alone.
+//! (docs/reference/policy-files.md, "Addresses"). Pure: a function of the address alone.
 //!
 //! IPv6 wrappers that carry an IPv4 address (mapped, compatible, NAT64, 6to4, Teredo)
 //! are judged by the IPv4 address they carry, so `[::ffff:127.0.0.1]` is loopback.
@@ -51,7 +51,7 @@ pub fn refused_class(ip: IpAddr) -> Option<AddressClass> {
     }
 }
 
-/// The IPv4 address an IPv6 address carries, for the wrappers SPEC section 5 names:
+/// The IPv4 address an IPv6 address carries, for the wrappers the address rules name:
 /// IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`, NAT64 `64:ff9b::/96` and
 /// `64:ff9b:1::/48`, 6to4 `2002::/16`, and Teredo `2001::/32` (client and server).
 pub fn embedded_v4(v6: Ipv6Addr) -> Vec<Ipv4Addr> {

@@ -3,11 +3,11 @@
 //! Text goes in (organization TOML, request policy JSON, a request's host and port), and
 //! compiled policies and [`decide::Decision`]s come out.
 //!
-//! - [`file`]: the raw TOML/JSON shapes, nothing else.
+//! - [`mod@file`]: the raw TOML/JSON shapes, nothing else.
 //! - [`compile`]: raw -> validated [`OrgPolicy`] / [`RequestPolicy`], one error type.
 //! - [`host`]: [`HostName`] (normalised once), [`DomainPattern`], [`DomainEntry`].
 //! - [`cover`]: the narrowing relation, [`check_narrowing`].
-//! - [`decide`]: [`decide()`] and [`check_address`], returning a [`Decision`];
+//! - [`mod@decide`]: [`decide()`] and [`check_address`], returning a [`Decision`];
 //!   [`explain()`] is the same decision with its [`Step`]s, for `check --explain`.
 //! - [`verdict`]: the [`Decision`], its [`Verdict`] (carrying the [`Reason`]) and
 //!   [`Level`].

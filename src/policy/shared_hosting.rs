@@ -1,4 +1,4 @@
-//! Shared hosting (SPEC section 10): names where anyone can publish or receive data, so an
+//! Shared hosting (docs/reference/policy-files.md): names where anyone can publish or receive data, so an
 //! allow entry for them is an exfiltration channel. A name is shared hosting when it is at
 //! or below a private-section Public Suffix List entry, at or below a built-in request
 //! sink, or matched by the organization's `extra_domains`.

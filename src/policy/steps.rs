@@ -1,4 +1,4 @@
-//! The steps of a decision, recorded for `check --explain` as [`super::decide`] takes
+//! The steps of a decision, recorded for `check --explain` as [`super::decide()`] takes
 //! them (so the explanation cannot disagree with the verdict), and not at all on the
 //! request path.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::compile::SharedHostingAction;
 use super::host::HostName;
 
-/// One step of the order of judgement, as [`explain`] records it for `check --explain`.
+/// One step of the order of judgement, as [`super::explain()`] records it for `check --explain`.
 /// The steps are the decision's own: the verdict and its steps come from one pass.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {

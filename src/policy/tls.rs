@@ -1,4 +1,4 @@
-//! The judgement of a tunnel's first bytes (SPEC 10, "Tunnels and TLS names"): the TLS
+//! The judgement of a tunnel's first bytes (docs/reference/policy-files.md, "Tunnels"): the TLS
 //! server name must be the `CONNECT` host after normalisation; a tunnel without a server
 //! name, or whose bytes are not TLS, follows `[tunnels] require_tls` and `require_sni`,
 //! which default to the safe choice on port 443 (required) and are off elsewhere.

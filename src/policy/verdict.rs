@@ -52,7 +52,7 @@ impl Verdict {
     }
 }
 
-/// Why a request was refused: the closed set of SPEC section 6.
+/// Why a request was refused: the closed set of docs/reference/answers.md, "Reasons".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {

@@ -24,7 +24,8 @@ use super::{answer, Body};
 use crate::net::dial::DialError;
 use crate::policy::Host;
 
-/// Headers that describe one hop and are never forwarded (SPEC 10), besides those the
+/// Headers that describe one hop and are never forwarded
+/// (docs/reference/answers.md, "What upstream sees"), besides those the
 /// `Connection` header names. `X-Network-Policy` is ours and stops here too. `Connection`
 /// comes first: [`strip_hop_by_hop`] reads it before removing it.
 static HOP_BY_HOP: LazyLock<[HeaderName; 10]> = LazyLock::new(|| {

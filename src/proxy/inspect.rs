@@ -74,7 +74,7 @@ pub async fn first_bytes<R: AsyncRead + Unpin>(
     }
 }
 
-/// Judge a tunnel by its first bytes (SPEC 10): `Ok` with the bytes to send upstream
+/// Judge a tunnel by its first bytes (docs/reference/policy-files.md, "Tunnels"): `Ok` with the bytes to send upstream
 /// first, or the `sni_mismatch` refusal, in which case nothing has reached upstream.
 pub async fn admit<R: AsyncRead + Unpin>(
     client: &mut R,

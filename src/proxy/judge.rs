@@ -129,7 +129,7 @@ fn credentials<B>(
     }
 }
 
-/// The request levels above the header (SPEC 10 "The levels"): `--policy` if given, then
+/// The request levels above the header (docs/reference/policy-files.md, "How the levels stack"): `--policy` if given, then
 /// the session's policy; with neither, the organization's default.
 fn base_levels<'a>(policies: &'a Policies, session: Option<&'a Session>) -> Vec<&'a RequestPolicy> {
     match session {

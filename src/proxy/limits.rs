@@ -33,6 +33,7 @@ impl TunnelCounts {
         })
     }
 
+    #[cfg(test)]
     /// How many tunnels `client` holds open.
     pub fn open_for(&self, client: IpAddr) -> usize {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());

@@ -9,8 +9,8 @@
 //!   hyper could not parse gets a full refusal.
 //! - [`request`]: reading the target, the `Host` check and the `X-Network-Policy` header.
 //! - [`judge`]: the policy and address decisions for one request, ending in approved
-//!   addresses or a [`Refusal`].
-//! - [`refusal`]: why a request stops: [`Refusal`], [`refusal::Failure`], [`refusal::Stop`].
+//!   addresses or a [`refusal::Refusal`].
+//! - [`refusal`]: why a request stops: [`refusal::Refusal`], [`refusal::Failure`], [`refusal::Stop`].
 //! - [`record`]: what is being answered, and the audit records and metric counts of a
 //!   judged request.
 //! - [`answer`]: the one place a refusal becomes a response.
@@ -42,7 +42,6 @@ pub mod workers;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 
-pub use refusal::Refusal;
 pub use state::{Limits, Phase, State};
 pub use workers::Server;
 

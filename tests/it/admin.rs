@@ -1,4 +1,4 @@
-//! The control plane (SPEC 8, "Control plane details" in SPEC 10): the admin API's
+//! The control plane (docs/reference/control-plane.md): the admin API's
 //! calls and their 4xx answers, sessions on the proxy path, idle expiry, DELETE closing
 //! a tunnel, metrics and health.
 

@@ -1,4 +1,4 @@
-//! The admin listener's start-up checks (SPEC 10 "Control plane details") and its
+//! The admin listener's start-up checks (docs/reference/control-plane.md) and its
 //! address, which is one of the proxy's own and never a destination.
 
 use crate::support::client::connect_via_proxy;

@@ -1,4 +1,4 @@
-//! `CONNECT` tunnels: judged before any tunnel opens (SPEC 6), TLS end to end.
+//! `CONNECT` tunnels: judged before any tunnel opens (docs/reference/answers.md), TLS end to end.
 
 use crate::support::client::{connect_via_proxy, https_get};
 use crate::support::expect::{assert_single_denial, Denial};

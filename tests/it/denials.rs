@@ -1,4 +1,4 @@
-//! One test per denial reason the proxy core produces (SPEC 6, order of SPEC 10).
+//! One test per denial reason the proxy core produces (docs/reference/answers.md).
 //! Each checks the answer, that the origin saw nothing, and the single audit record.
 
 use crate::support::client::{get_via_proxy, send_raw, Response};
@@ -345,7 +345,7 @@ async fn host_that_fails_normalisation_is_invalid_host() {
     assert_untouched(&origin, &proxy);
 }
 
-/// A 400 refusal whose reason may be either of the two target reasons: SPEC 10
+/// A 400 refusal whose reason may be either of the two target reasons: the order of judgement
 /// does not say whether a target the URI parser rejects is "unparseable"
 /// (`invalid_request`) or a host that "does not survive normalisation"
 /// (`invalid_host`). Either way it carries the header, the body and one record.

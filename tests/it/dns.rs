@@ -1,4 +1,4 @@
-//! Names are resolved through `--dns-server`, and only after they are allowed (SPEC 5).
+//! Names are resolved through `--dns-server`, and only after they are allowed (docs/reference/policy-files.md).
 
 use std::net::Ipv4Addr;
 use std::time::Duration;

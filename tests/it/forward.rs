@@ -1,4 +1,4 @@
-//! Allowed plain-HTTP requests are forwarded faithfully (SPEC 1, 4, 10 hop-by-hop).
+//! Allowed plain-HTTP requests are forwarded faithfully (docs/reference/answers.md, "What upstream sees").
 
 use crate::support::client::{get_via_proxy, request_bytes, send_raw, Conn};
 use crate::support::org::allowlist_json;

@@ -1,4 +1,4 @@
-//! The audit log (SPEC 7, 10) and the process lifecycle: SIGTERM, bad starts.
+//! The audit log (docs/reference/audit-log.md) and the process lifecycle: SIGTERM, bad starts.
 
 use std::path::Path;
 
@@ -18,7 +18,7 @@ async fn audit_allowed_records_bytes_after_the_connection_closes() {
         .start()
         .await;
     // A body both ways, so the counts are positive whether or not the proxy
-    // counts message heads (SPEC 7 does not say).
+    // counts message heads (the audit log reference does not say).
     let url = format!("http://allowed.test:{}/counted", origin.port());
     let body = vec![b'u'; 1000];
     let resp = send_raw(proxy.addr, &request_bytes("POST", &url, &[], &body)).await;

@@ -1,4 +1,4 @@
-//! Integration tests of `egress-proxy` against its contract (`SPEC.md`): the real
+//! Integration tests of `egress-proxy` against its contract (`docs/reference/`): the real
 //! binary on loopback, with test origins, a test DNS server and raw clients.
 //!
 //! Every proxy gets `--resolve` pins or a `--dns-server`; nothing here reaches the

@@ -1,4 +1,4 @@
-//! Reloading the organization policy (SPEC 8, 10): SIGHUP and `POST /v1/reload`, a
+//! Reloading the organization policy (docs/reference/control-plane.md): SIGHUP and `POST /v1/reload`, a
 //! narrower file, a broken file, sessions revoked, and a `--policy` left widening.
 
 use std::time::Duration;

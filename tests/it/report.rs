@@ -1,4 +1,4 @@
-//! Report mode relaxes only allowlist decisions (SPEC 3, 10).
+//! Report mode relaxes only allowlist decisions (docs/reference/policy-files.md, "Report mode").
 
 use crate::support::client::get_via_proxy;
 use crate::support::expect::{assert_single_denial, Denial};

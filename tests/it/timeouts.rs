@@ -1,4 +1,4 @@
-//! `--connect-timeout` (SPEC 6): an allowed destination that never answers the
+//! `--connect-timeout` (docs/reference/answers.md): an allowed destination that never answers the
 //! connection gets 504, for plain HTTP and for `CONNECT`.
 //!
 //! Loopback has no address that drops packets, so the test makes one: a listener that

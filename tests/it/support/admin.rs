@@ -1,4 +1,4 @@
-//! A client for the admin API (SPEC 8) over raw TCP, and Prometheus text helpers.
+//! A client for the admin API (docs/reference/control-plane.md) over raw TCP, and Prometheus text helpers.
 
 use std::net::SocketAddr;
 

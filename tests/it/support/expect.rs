@@ -1,4 +1,5 @@
-//! Assertions on denials: the answer (SPEC 6) and its audit record (SPEC 7).
+//! Assertions on denials: the answer (docs/reference/answers.md) and its audit record
+//! (docs/reference/audit-log.md).
 
 use serde_json::Value;
 
@@ -12,7 +13,7 @@ pub struct Denial<'a> {
     /// Expected `host` in the body and audit record, when the test knows it.
     pub host: Option<&'a str>,
     pub port: Option<u16>,
-    /// Expected `policy_level` in the audit record, when SPEC 10 fixes it.
+    /// Expected `policy_level` in the audit record, when the order of judgement fixes it.
     pub level: Option<&'a str>,
 }
 
@@ -94,7 +95,7 @@ pub async fn assert_single_denial(resp: &Response, want: &Denial<'_>, proxy: &Pr
     record
 }
 
-/// Assert a refusal whose reason is one of `reasons` (for inputs where SPEC 10 lets the
+/// Assert a refusal whose reason is one of `reasons` (for inputs where the order of judgement lets the
 /// proxy call a target either unparseable or an invalid host). Returns the body's
 /// `request_id` and the reason seen.
 pub fn assert_refused_as_one_of(

@@ -1,7 +1,7 @@
-//! A builder for organization policy files (SPEC 3), rendered to TOML.
+//! A builder for organization policy files (docs/reference/policy-files.md), rendered to TOML.
 
 /// An organization policy under construction. Starts from `version = 1` and
-/// nothing else, so every default of SPEC 10 applies unless a test sets it.
+/// nothing else, so every default of the organization file applies unless a test sets it.
 #[derive(Clone, Debug, Default)]
 pub struct Org {
     mode: Option<String>,
@@ -120,7 +120,7 @@ impl Org {
     }
 }
 
-/// A request policy allowlist as JSON (SPEC 4).
+/// A request policy allowlist as JSON (docs/reference/policy-files.md).
 pub fn allowlist_json(names: &[&str]) -> String {
     serde_json::json!({"type": "allowlist", "allowed_domains": names}).to_string()
 }

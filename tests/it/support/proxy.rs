@@ -17,7 +17,7 @@ use super::unique_temp_dir;
 
 /// How long the proxy may take to print its listening address.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
-/// How long a record may take to reach the audit file (SPEC 10 says 1 s).
+/// How long a record may take to reach the audit file (docs/reference/audit-log.md says 1 s).
 pub const AUDIT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long to wait after the expected records for unexpected extra ones.
 pub const QUIET_PERIOD: Duration = Duration::from_millis(300);
@@ -232,9 +232,9 @@ pub fn free_port(ip: std::net::IpAddr) -> SocketAddr {
 
 /// Quiet, uncoloured logs; `EGRESS_IT_RUST_LOG` passes a filter through.
 fn configure_env(cmd: &mut Command) {
-    cmd.env("NO_COLOR", "1").env_remove("RUST_LOG");
+    cmd.env("NO_COLOR", "1").env_remove("EGRESS_PROXY_LOG");
     if let Ok(filter) = std::env::var("EGRESS_IT_RUST_LOG") {
-        cmd.env("RUST_LOG", filter);
+        cmd.env("EGRESS_PROXY_LOG", filter);
     }
 }
 
