@@ -272,7 +272,7 @@ fn explain(
     match &target.host {
         Host::Ip(ip) => {
             steps.push(format!("target: the IP address {ip}, port {port}"));
-            match org.allowed_cidrs.iter().find(|n| n.contains(ip)) {
+            match org.allowed_cidrs().iter().find(|n| n.contains(ip)) {
                 Some(n) => steps.push(format!("org allowed_cidrs: `{n}` covers {ip}")),
                 None => steps.push(format!(
                     "org allowed_cidrs: nothing covers {ip} (a literal IP needs a CIDR)"
@@ -323,7 +323,7 @@ fn explain_name(
     steps: &mut Vec<String>,
 ) {
     let denied = org
-        .denied
+        .denied()
         .matching(name)
         .find(|e| e.port.is_none_or(|p| p == port));
     if let Some(d) = denied {
@@ -331,8 +331,8 @@ fn explain_name(
         return;
     }
     steps.push("org denied_domains: no entry matches".into());
-    let ports = &org.allowed_ports;
-    let matching: Vec<_> = org.allowed.matching(name).collect();
+    let ports = org.allowed_ports();
+    let matching: Vec<_> = org.allowed().matching(name).collect();
     match matching.iter().find(|e| e.allows_port(port, ports)) {
         Some(e) => steps.push(format!("org allowed_domains: `{e}` matches on port {port}")),
         None if matching.is_empty() => {
@@ -376,10 +376,10 @@ fn explain_name(
             }
         }
     }
-    match classify(name, &org.shared_hosting_extra) {
+    match classify(name, org.shared_hosting_extra()) {
         None => steps.push("shared hosting: no".into()),
         Some(why) => {
-            let action = match org.shared_hosting_action {
+            let action = match org.shared_hosting_action() {
                 SharedHostingAction::Deny => "action = \"deny\": denied",
                 SharedHostingAction::Flag => "action = \"flag\": allowed, marked in the audit log",
             };

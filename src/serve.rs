@@ -68,7 +68,7 @@ pub fn load_policies(
 ) -> Result<(OrgPolicy, RequestPolicy), StartError> {
     let org = OrgPolicy::from_toml(&read(org_path)?, &org_path.display().to_string())?;
     let policy = match policy_path {
-        None => org.default_policy.clone(),
+        None => org.default_policy().clone(),
         Some(path) => {
             let name = path.display().to_string();
             let policy = RequestPolicy::from_json(&read(path)?, &name)?;
@@ -188,7 +188,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let writer = tokio::spawn(writer.run());
     let audit_closer = audit.clone();
 
-    tracing::info!(org = %args.org.display(), mode = ?org.mode, "policy loaded");
+    tracing::info!(org = %args.org.display(), mode = ?org.mode(), "policy loaded");
     let proxy_policy = args.policy.is_some().then_some(policy);
     let metrics = Arc::new(Metrics::new());
     let mut listeners = vec![local];

@@ -89,7 +89,9 @@ pub struct Policies {
 impl Policies {
     /// The policies at start-up, where `--policy` is already known to narrow `org`.
     pub fn new(org: OrgPolicy, proxy: Option<RequestPolicy>) -> Policies {
-        let policy = proxy.clone().unwrap_or_else(|| org.default_policy.clone());
+        let policy = proxy
+            .clone()
+            .unwrap_or_else(|| org.default_policy().clone());
         Policies {
             org,
             proxy,

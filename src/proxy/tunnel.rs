@@ -91,7 +91,7 @@ async fn relay(
     let limits = &state.limits;
     let work = async {
         let policies = state.policies();
-        let (target, tunnels) = (&approved.target, &policies.org.tunnels);
+        let (target, tunnels) = (&approved.target, policies.org.tunnels());
         let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
         let first =
             inspect::admit(&mut downstream, upstream.get_ref(), target, tunnels, wait).await?;
