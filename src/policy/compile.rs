@@ -282,3 +282,6 @@ impl RequestPolicy {
 #[cfg(test)]
 #[path = "compile_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+mod lenient_tests;
