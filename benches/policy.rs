@@ -31,7 +31,7 @@ fn bench_decide(c: &mut Criterion) {
     let mut group = c.benchmark_group("decide");
     for n in [10usize, 1_000, 100_000] {
         let org = OrgPolicy::from_toml(&org_toml(n), "bench.toml").expect("bench policy loads");
-        let policy: RequestPolicy = org.default_policy.clone();
+        let policy: RequestPolicy = org.default_policy().clone();
         let levels = [&policy];
         let eff = Effective {
             org: &org,

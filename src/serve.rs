@@ -102,7 +102,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let writer = tokio::spawn(writer.run());
     let audit_closer = audit.clone();
 
-    tracing::info!(org = %args.org.display(), mode = ?policies.org.mode, "policy loaded");
+    tracing::info!(org = %args.org.display(), mode = ?policies.org.mode(), "policy loaded");
     let metrics = Arc::new(Metrics::new());
     let mut listeners = vec![local];
     listeners.extend(admin_listener.as_ref().map(|(_, addr)| *addr));

@@ -1,22 +1,15 @@
 //! The rules over one list of entries, shared by organization and request files:
-//! patterns, normal form, scripts, shared hosting, duplicates and redundancy, CIDRs.
+//! normal form, scripts, shared hosting, duplicates and redundancy, CIDRs. Each runs
+//! over a compiled list and the offsets its entries were written at.
 
 use std::collections::HashMap;
 
 use ipnet::IpNet;
 
-use super::{script, Severity, Sink};
-use crate::policy::compile::parse_cidr;
+use super::{script, RuleId, Severity, Sink};
 use crate::policy::cover::entry_covered;
 use crate::policy::shared_hosting::{classify, pattern_is_shared_hosting};
-use crate::policy::{DomainEntry, DomainPattern, DomainSet, EntryError, SharedHostingAction};
-
-/// One string of a list, with the byte offset of its opening quote.
-#[derive(Clone, Debug)]
-pub(crate) struct Item {
-    pub text: String,
-    pub offset: usize,
-}
+use crate::policy::{DomainEntry, DomainPattern, DomainSet, SharedHostingAction, Written};
 
 /// What a domain list is, for the rules that depend on it.
 pub(crate) struct ListCtx<'a> {
@@ -28,28 +21,20 @@ pub(crate) struct ListCtx<'a> {
     pub shared: Option<(&'a DomainSet, SharedHostingAction)>,
 }
 
-/// Parse every entry, report what is wrong with each and with the list as a whole, and
-/// return the entries that parse (with their offsets).
-pub(crate) fn domains(sink: &mut Sink, items: &[Item], ctx: &ListCtx) -> Vec<(DomainEntry, usize)> {
-    let mut valid = Vec::new();
-    for item in items {
-        match DomainEntry::parse(&item.text) {
-            Ok(entry) => {
-                entry_rules(sink, &entry, item.offset, ctx);
-                valid.push((entry, item.offset));
-            }
-            Err(e @ EntryError::PublicSuffixWildcard(_)) => {
-                let msg = format!("{}: `{}`: {e}", ctx.name, item.text);
-                sink.at("wildcard-public-suffix", item.offset, msg, None);
-            }
-            Err(e) => {
-                let msg = format!("{}: `{}`: {e}", ctx.name, item.text);
-                sink.at("invalid-pattern", item.offset, msg, None);
-            }
-        }
+/// A compiled domain list, each entry with the byte offset it was written at.
+fn written<'a>(
+    set: &'a DomainSet,
+    at: &'a [usize],
+) -> impl Iterator<Item = (&'a DomainEntry, usize)> {
+    set.entries().iter().zip(at.iter().copied())
+}
+
+/// The rules of each entry of a compiled list, and of the list as a whole.
+pub(crate) fn domains(sink: &mut Sink, set: &DomainSet, at: &[usize], ctx: &ListCtx) {
+    for (entry, offset) in written(set, at) {
+        entry_rules(sink, entry, offset, ctx);
     }
-    duplicates_and_redundancy(sink, &valid, ctx);
-    valid
+    duplicates_and_redundancy(sink, set, at, ctx);
 }
 
 /// `*.example.com:443`, in the form the proxy compares.
@@ -71,14 +56,14 @@ fn entry_rules(sink: &mut Sink, e: &DomainEntry, offset: usize, ctx: &ListCtx) {
             "{}: `{}` is not in normal form (lower case, no trailing dot, IDNA `xn--` form); write `{normal}`",
             ctx.name, e.text
         );
-        sink.at("not-normalized", offset, msg, Some(normal));
+        sink.at(RuleId::NotNormalized, offset, msg, Some(normal));
     }
     if let Some(scripts) = script::mixed(e.pattern.base().as_str()) {
         let msg = format!(
             "{}: `{}` mixes scripts in one label ({scripts}): a homograph risk; check it is the name you mean",
             ctx.name, e.text
         );
-        sink.at("mixed-script", offset, msg, None);
+        sink.at(RuleId::MixedScript, offset, msg, None);
     }
     if let Some((extra, action)) = ctx.shared {
         if pattern_is_shared_hosting(&e.pattern, extra) {
@@ -110,28 +95,28 @@ fn shared_hosting(
         "{list}: `{}` is shared hosting (under `{why}`): {what}",
         e.text
     );
-    sink.with("shared-hosting", severity, offset, msg, None);
+    sink.with(RuleId::SharedHosting, severity, offset, msg, None);
 }
 
 /// `duplicate-entry` for a repeated (pattern, port); `redundant-entry` for an entry
 /// another entry of the list covers (of two entries covering each other, the later).
-fn duplicates_and_redundancy(sink: &mut Sink, valid: &[(DomainEntry, usize)], ctx: &ListCtx) {
+fn duplicates_and_redundancy(sink: &mut Sink, set: &DomainSet, at: &[usize], ctx: &ListCtx) {
+    let valid = set.entries();
     let mut first: HashMap<(&DomainPattern, Option<u16>), usize> = HashMap::new();
-    for (i, (e, _)) in valid.iter().enumerate() {
+    for (i, e) in valid.iter().enumerate() {
         first.entry((&e.pattern, e.port)).or_insert(i);
     }
-    let set = DomainSet::from_entries(valid.iter().map(|(e, _)| e.clone()).collect());
-    for (i, (r, offset)) in valid.iter().enumerate() {
+    for (i, (r, offset)) in written(set, at).enumerate() {
         let j = first[&(&r.pattern, r.port)];
         if j != i {
             let msg = format!(
                 "{}: `{}` repeats `{}` (entry {}): remove it",
                 ctx.name,
                 r.text,
-                valid[j].0.text,
+                valid[j].text,
                 j + 1
             );
-            sink.at("duplicate-entry", *offset, msg, Some(String::new()));
+            sink.at(RuleId::DuplicateEntry, offset, msg, Some(String::new()));
             continue;
         }
         let candidates: Vec<&DomainEntry> = match &r.pattern {
@@ -147,7 +132,7 @@ fn duplicates_and_redundancy(sink: &mut Sink, valid: &[(DomainEntry, usize)], ct
                 "{}: `{}` is already covered by `{}`: remove it",
                 ctx.name, r.text, o.text
             );
-            sink.at("redundant-entry", *offset, msg, Some(String::new()));
+            sink.at(RuleId::RedundantEntry, offset, msg, Some(String::new()));
         }
     }
 }
@@ -156,12 +141,12 @@ fn duplicates_and_redundancy(sink: &mut Sink, valid: &[(DomainEntry, usize)], ct
 /// without a port denies every port).
 pub(crate) fn conflicts(
     sink: &mut Sink,
-    allowed: &[(DomainEntry, usize)],
+    (allowed, at): (&DomainSet, &[usize]),
     list: &str,
     denied: &DomainSet,
     ports: &[u16],
 ) {
-    for (r, offset) in allowed {
+    for (r, offset) in written(allowed, at) {
         let mut ports = ports.to_vec();
         ports.extend(r.port);
         let candidates: Vec<&DomainEntry> = match &r.pattern {
@@ -173,48 +158,40 @@ pub(crate) fn conflicts(
                 "{list}: `{}` is wholly inside the denied entry `{}` (denied wins), so it never allows anything: remove one of them",
                 r.text, d.text
             );
-            sink.at("allow-deny-conflict", *offset, msg, None);
+            sink.at(RuleId::AllowDenyConflict, offset, msg, None);
         }
     }
 }
 
-/// Parse an `allowed_cidrs` list: invalid entries, normal form, duplicates, redundancy,
-/// private space. Returns the networks that parse.
-pub(crate) fn cidrs(sink: &mut Sink, items: &[Item], list: &str) -> Vec<(IpNet, usize)> {
+/// The rules of a compiled `allowed_cidrs` list: normal form, duplicates, redundancy,
+/// private space.
+pub(crate) fn cidrs(sink: &mut Sink, nets: &[IpNet], written: &[Written], list: &str) {
     let mut valid: Vec<(IpNet, usize)> = Vec::new();
-    for item in items {
-        let net = match parse_cidr(&item.text) {
-            Ok(net) => net,
-            Err(why) => {
-                let msg = format!("{list}: `{}`: {why}", item.text);
-                sink.at("invalid-pattern", item.offset, msg, None);
-                continue;
-            }
-        };
+    for (&net, item) in nets.iter().zip(written) {
         if net.to_string() != item.text {
             let msg = format!(
                 "{list}: `{}` is the network `{net}`; write that (host bits are ignored)",
                 item.text
             );
-            sink.at("not-normalized", item.offset, msg, Some(net.to_string()));
+            sink.at(RuleId::NotNormalized, item.at, msg, Some(net.to_string()));
         }
         if let Some(class) = private_overlap(&net) {
             let msg = format!(
                 "{list}: `{net}` opens {class} address space to sandboxed code; make sure that is intended and as narrow as it can be"
             );
-            sink.at("private-cidr", item.offset, msg, None);
+            sink.at(RuleId::PrivateCidr, item.at, msg, None);
         }
         if let Some((other, _)) = valid.iter().find(|(o, _)| *o == net) {
             let msg = format!("{list}: `{}` repeats `{other}`: remove it", item.text);
-            sink.at("duplicate-entry", item.offset, msg, Some(String::new()));
+            sink.at(RuleId::DuplicateEntry, item.at, msg, Some(String::new()));
         } else if let Some((other, _)) = valid.iter().find(|(o, _)| o.contains(&net)) {
             let msg = format!(
                 "{list}: `{}` is already covered by `{other}`: remove it",
                 item.text
             );
-            sink.at("redundant-entry", item.offset, msg, Some(String::new()));
+            sink.at(RuleId::RedundantEntry, item.at, msg, Some(String::new()));
         }
-        valid.push((net, item.offset));
+        valid.push((net, item.at));
     }
     // An earlier entry covered by a later, wider one.
     for (i, (net, offset)) in valid.iter().enumerate() {
@@ -223,10 +200,9 @@ pub(crate) fn cidrs(sink: &mut Sink, items: &[Item], list: &str) -> Vec<(IpNet, 
             .find(|(o, _)| o != net && o.contains(net));
         if let Some((other, _)) = wider {
             let msg = format!("{list}: `{net}` is already covered by `{other}`: remove it");
-            sink.at("redundant-entry", *offset, msg, Some(String::new()));
+            sink.at(RuleId::RedundantEntry, *offset, msg, Some(String::new()));
         }
     }
-    valid
 }
 
 /// Special-purpose space a network overlaps, named for the message.

@@ -2,33 +2,37 @@
 //! any proxy loads them, and reports findings with a stable rule id, a severity and a
 //! position, as text, JSON or SARIF 2.1.0.
 //!
-//! Lint reads the files itself (spans from `toml_edit`, string positions from a small
-//! JSON scanner) so it can report every problem of a file, not just the first one the
-//! loader stops at; every judgement of an entry (parsing, covering, shared hosting,
-//! widening) is the policy core's.
+//! Lint does not read the files itself: the policy core's lenient compile gives it the
+//! policy as far as it reads, where each entry was written, and every problem it found
+//! (an unknown key, an invalid entry, a value of the wrong type); lint reports those
+//! and runs its rules over the compiled policies. Every judgement of an entry (parsing,
+//! covering, shared hosting, widening) is the policy core's.
 //!
 //! - [`rules`]: the rule table (ids, severities, descriptions).
+//! - `problems`: the compiler's problems as findings.
 //! - `entries`: the per-list rules shared by both file kinds.
-//! - `org_file` / `request_file`: walking each file kind.
+//! - `org_file` / `request_file`: the rules of each file kind.
 //! - `script`: the mixed-script (homograph) test.
-//! - [`format`] and [`sarif`]: the outputs.
+//! - [`format`](mod@format) and [`sarif`]: the outputs.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::policy::compile::line_col;
 use crate::policy::OrgPolicy;
 
 mod entries;
 pub mod format;
 mod org_file;
+mod problems;
 mod request_file;
 pub mod rules;
 pub mod sarif;
 mod script;
 
-pub use rules::{Rule, RULES};
+pub use rules::{Rule, RuleId, RULES};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -55,7 +59,7 @@ impl fmt::Display for Severity {
 /// One finding: which rule, how bad, where, what to do.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    pub rule: &'static str,
+    pub rule: RuleId,
     pub severity: Severity,
     pub file: String,
     /// 1-based.
@@ -232,18 +236,6 @@ fn read(path: PathBuf) -> Result<Input, LintError> {
     })
 }
 
-/// 1-based line and column (in characters) of a byte offset of `text`.
-pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    (line, before[line_start..].chars().count() + 1)
-}
-
 /// Builds findings for one file.
 pub(crate) struct Sink<'a> {
     pub file: &'a str,
@@ -261,14 +253,14 @@ impl<'a> Sink<'a> {
     }
 
     /// A finding at byte `offset` with the rule's default severity.
-    pub fn at(&mut self, rule: &'static str, offset: usize, message: String, fix: Option<String>) {
-        let severity = rules::get(rule).severity;
+    pub fn at(&mut self, rule: RuleId, offset: usize, message: String, fix: Option<String>) {
+        let severity = rule.rule().severity;
         self.with(rule, severity, offset, message, fix);
     }
 
     pub fn with(
         &mut self,
-        rule: &'static str,
+        rule: RuleId,
         severity: Severity,
         offset: usize,
         message: String,
@@ -280,7 +272,7 @@ impl<'a> Sink<'a> {
 
     pub fn at_line(
         &mut self,
-        rule: &'static str,
+        rule: RuleId,
         severity: Severity,
         (line, column): (usize, usize),
         message: String,

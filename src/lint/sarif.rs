@@ -38,7 +38,7 @@ pub fn sarif(report: &Report) -> String {
         .findings
         .iter()
         .map(|f| {
-            let rule_index = RULES.iter().position(|r| r.id == f.rule).unwrap_or(0);
+            let rule_index = f.rule as usize;
             let mut result = json!({
                 "ruleId": f.rule,
                 "ruleIndex": rule_index,

@@ -89,7 +89,7 @@ pub(crate) fn widening(
     uppers: &[&RequestPolicy],
     req: &RequestPolicy,
 ) -> Vec<(String, String)> {
-    let RequestPolicy::Allowlist { domains, cidrs } = req else {
+    let RequestPolicy::Allowlist { domains, cidrs, .. } = req else {
         return Vec::new(); // Disabled narrows everything.
     };
     let ports = &org.allowed_ports;

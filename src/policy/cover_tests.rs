@@ -74,10 +74,11 @@ fn org(allowed: &[&str], cidrs: &[&str]) -> OrgPolicy {
 }
 
 fn allowlist(domains: &[&str], cidrs: Option<&[&str]>) -> RequestPolicy {
-    RequestPolicy::Allowlist {
-        domains: set(domains),
-        cidrs: cidrs.map(|c| c.iter().map(|s| s.parse().unwrap()).collect()),
+    let mut policy = serde_json::json!({"type": "allowlist", "allowed_domains": domains});
+    if let Some(cidrs) = cidrs {
+        policy["allowed_cidrs"] = cidrs.into();
     }
+    RequestPolicy::from_value(&policy, "request.json").unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

@@ -1,8 +1,6 @@
 //! Decisions: one case per policy reason, report mode, IP literals, the address level.
 
 use super::*;
-use crate::policy::compile::DomainSet;
-use crate::policy::host::DomainEntry;
 
 const ORG: &str = r#"
 version = 1
@@ -16,14 +14,11 @@ fn org_with(extra: &str) -> OrgPolicy {
 }
 
 fn allowlist(domains: &[&str], cidrs: Option<&[&str]>) -> RequestPolicy {
-    let entries = domains
-        .iter()
-        .map(|s| DomainEntry::parse(s).unwrap())
-        .collect();
-    RequestPolicy::Allowlist {
-        domains: DomainSet::from_entries(entries),
-        cidrs: cidrs.map(|c| c.iter().map(|s| s.parse().unwrap()).collect()),
+    let mut policy = serde_json::json!({"type": "allowlist", "allowed_domains": domains});
+    if let Some(cidrs) = cidrs {
+        policy["allowed_cidrs"] = cidrs.into();
     }
+    RequestPolicy::from_value(&policy, "request.json").unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn target(host: &str, port: u16) -> Target {

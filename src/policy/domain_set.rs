@@ -65,7 +65,7 @@ fn suffix_hash(name: &str) -> u64 {
 }
 
 /// A host cut at its labels: for each depth `d` (the number of labels of a suffix), the
-/// start and the [`suffix_hash`] of the suffix with `d` labels. A [`HostName`] has at most
+/// start and the `suffix_hash` of the suffix with `d` labels. A [`HostName`] has at most
 /// 253 bytes, so at most 127 labels.
 pub struct NameProbe<'h> {
     name: &'h str,
@@ -133,7 +133,8 @@ impl PartialEq for DomainSet {
 impl Eq for DomainSet {}
 
 impl DomainSet {
-    pub fn from_entries(entries: Vec<DomainEntry>) -> DomainSet {
+    /// Only the policy core makes sets: the compiler, and the built-in lists.
+    pub(in crate::policy) fn from_entries(entries: Vec<DomainEntry>) -> DomainSet {
         let mut set = DomainSet {
             next: vec![NONE; entries.len()],
             entries,

@@ -1,27 +1,44 @@
-//! The raw shapes of the policy files (SPEC sections 3 and 4), as serde reads them.
+//! The shapes of the policy files: the keys each table has, the names its enumerated
+//! values take, and the defaults of what may be left out.
 //!
-//! Nothing here is validated beyond the shape: [`super::compile`] turns these into the
-//! policies the proxy uses. Unknown keys are refused everywhere.
+//! Defined once here: [`super::compile`] reads files with them, and `lint` names them
+//! in its messages. Nothing here reads text.
 
 use serde::Deserialize;
-use toml::Spanned;
 
-/// The organization policy file (TOML).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OrgFile {
-    pub version: Spanned<i64>,
-    pub name: Option<String>,
-    pub mode: Option<RawMode>,
-    pub allowed_domains: Option<Vec<Spanned<String>>>,
-    pub denied_domains: Option<Vec<Spanned<String>>>,
-    pub allowed_ports: Option<Vec<Spanned<i64>>>,
-    pub allowed_cidrs: Option<Vec<Spanned<String>>>,
-    pub default_network_policy: Option<Spanned<RawRequestPolicy>>,
-    pub shared_hosting: Option<RawSharedHosting>,
-    pub tunnels: Option<RawTunnels>,
-}
+/// The only `version` there is.
+pub const VERSION: i64 = 1;
 
+/// `allowed_ports` when the organization file does not set it.
+pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
+
+/// The keys of the organization file's top level, in the order the compiler takes them.
+pub const ORG_KEYS: [&str; 10] = [
+    "version",
+    "name",
+    "mode",
+    "allowed_domains",
+    "denied_domains",
+    "allowed_ports",
+    "allowed_cidrs",
+    "default_network_policy",
+    "shared_hosting",
+    "tunnels",
+];
+
+/// The keys of `[shared_hosting]`.
+pub const SHARED_HOSTING_KEYS: [&str; 2] = ["action", "extra_domains"];
+
+/// The keys of `[tunnels]`.
+pub const TUNNELS_KEYS: [&str; 2] = ["require_tls", "require_sni"];
+
+/// The keys of a request policy (a JSON file, or the inline `default_network_policy`).
+pub const POLICY_KEYS: [&str; 3] = ["type", "allowed_domains", "allowed_cidrs"];
+
+/// The keys of a request policy of `"type": "disabled"`: nothing but the type.
+pub const DISABLED_KEYS: [&str; 1] = ["type"];
+
+/// `mode`. The variant names (and serde's "unknown variant" message) come from here.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum RawMode {
@@ -29,13 +46,7 @@ pub enum RawMode {
     Report,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawSharedHosting {
-    pub action: Option<RawSharedHostingAction>,
-    pub extra_domains: Option<Vec<Spanned<String>>>,
-}
-
+/// `[shared_hosting] action`.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum RawSharedHostingAction {
@@ -43,20 +54,10 @@ pub enum RawSharedHostingAction {
     Deny,
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawTunnels {
-    pub require_tls: Option<bool>,
-    pub require_sni: Option<bool>,
-}
-
-/// A request policy (JSON, or the organization's inline `default_network_policy`).
-#[derive(Debug, Deserialize, PartialEq, Eq)]
-#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
-pub enum RawRequestPolicy {
-    Disabled {},
-    Allowlist {
-        allowed_domains: Vec<String>,
-        allowed_cidrs: Option<Vec<String>>,
-    },
+/// A request policy's `type`.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RawPolicyType {
+    Disabled,
+    Allowlist,
 }

@@ -3,11 +3,12 @@
 //! Text goes in (organization TOML, request policy JSON, a request's host and port), and
 //! compiled policies and [`decide::Decision`]s come out.
 //!
-//! - [`mod@file`]: the raw TOML/JSON shapes, nothing else.
-//! - [`compile`]: raw -> validated [`OrgPolicy`] / [`RequestPolicy`], one error type.
+//! - [`file`](mod@file): the shapes of the files: keys, value names, defaults.
+//! - [`compile`]: text -> validated [`OrgPolicy`] / [`RequestPolicy`], leniently (with
+//!   each entry's position and every problem) or strictly.
 //! - [`host`]: [`HostName`] (normalised once), [`DomainPattern`], [`DomainEntry`].
 //! - [`cover`]: the narrowing relation, [`check_narrowing`].
-//! - [`mod@decide`]: [`decide()`] and [`check_address`], returning a [`Decision`];
+//! - [`decide`](mod@decide): [`decide()`] and [`check_address`], returning a [`Decision`];
 //!   [`explain()`] is the same decision with its [`Step`]s, for `check --explain`.
 //! - [`verdict`]: the [`Decision`], its [`Verdict`] (carrying the [`Reason`]) and
 //!   [`Level`].
@@ -28,8 +29,8 @@ pub mod tls;
 pub mod verdict;
 
 pub use compile::{
-    cidr_rules, DomainSet, Mode, OrgPolicy, PolicyError, Problem, RequestPolicy,
-    SharedHostingAction, Tunnels,
+    Compiled, DomainSet, Mode, OrgPolicy, OrgSpans, PolicyError, Problem, ProblemKind,
+    RequestPolicy, RequestSpans, SharedHostingAction, Tunnels, Widened, Written,
 };
 pub use cover::{check_narrowing, Widening};
 pub use decide::{check_address, decide, explain, Effective, Target};

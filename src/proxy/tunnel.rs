@@ -94,7 +94,7 @@ async fn relay(
     let work = async {
         // The policies the CONNECT was decided with, not those in force now: a reload
         // between the two must not judge one tunnel by two policies.
-        let (target, tunnels) = (&approved.target, &approved.policies.org.tunnels);
+        let (target, tunnels) = (&approved.target, approved.policies.org.tunnels());
         let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
         let first =
             inspect::admit(&mut downstream, upstream.get_ref(), target, tunnels, wait).await?;

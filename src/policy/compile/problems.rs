@@ -1,0 +1,146 @@
+//! What is wrong with a policy file: each [`Problem`] with its position and kind, and
+//! every problem of one file as one [`PolicyError`].
+
+use std::fmt;
+
+use crate::policy::host::EntryError;
+
+/// One thing wrong with a policy file. Line and column are 1-based.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub entry: Option<String>,
+    pub message: String,
+    pub kind: ProblemKind,
+}
+
+/// What kind of problem, for readers (such as `lint`) that say more than the message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProblemKind {
+    /// The text is not TOML or JSON at all: nothing else was read.
+    Syntax,
+    /// A key the format does not have: `key` in the table whose keys are `known`;
+    /// `table` is where that table sits (`""` at the top, `shared_hosting.` ...).
+    UnknownKey {
+        table: &'static str,
+        key: String,
+        known: &'static [&'static str],
+    },
+    /// An entry of the domain list `list` that is not a destination pattern.
+    Domain { list: String, error: EntryError },
+    /// An entry of the CIDR list `list` that is not a CIDR.
+    Cidr { list: String },
+    /// The organization's `default_network_policy` names what the organization does not
+    /// allow. Checked only when nothing else is wrong with the file.
+    Widening,
+    /// Any other value the format refuses: a missing key, a value of the wrong type, an
+    /// unsupported version, a port out of range, an empty allowlist.
+    Invalid,
+}
+
+/// Every problem found in one policy file. (Not derived with thiserror: its `source`
+/// field name would be taken for the error's cause.)
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyError {
+    pub source: String,
+    pub problems: Vec<Problem>,
+}
+
+impl std::error::Error for PolicyError {}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            f.write_str(&self.source)?;
+            if let Some(line) = p.line {
+                write!(f, ":{line}")?;
+                if let Some(column) = p.column {
+                    write!(f, ":{column}")?;
+                }
+            }
+            f.write_str(": ")?;
+            if let Some(entry) = &p.entry {
+                write!(f, "entry \"{entry}\": ")?;
+            }
+            f.write_str(&p.message)?;
+        }
+        Ok(())
+    }
+}
+
+/// Collects the problems of one text, each at a byte offset of it.
+pub(super) struct Problems<'t> {
+    text: &'t str,
+    list: Vec<(Option<usize>, Problem)>,
+}
+
+impl<'t> Problems<'t> {
+    /// `text` is what offsets point into: empty when the policy came without a text.
+    pub fn new(text: &'t str) -> Problems<'t> {
+        Problems {
+            text,
+            list: Vec::new(),
+        }
+    }
+
+    pub fn push(
+        &mut self,
+        at: Option<usize>,
+        kind: ProblemKind,
+        entry: Option<&str>,
+        message: String,
+    ) {
+        self.push_at_line(at, at.map(|o| line_col(self.text, o)), kind, entry, message);
+    }
+
+    /// A problem at a line and column given by a parser.
+    pub fn push_at_line(
+        &mut self,
+        at: Option<usize>,
+        position: Option<(usize, usize)>,
+        kind: ProblemKind,
+        entry: Option<&str>,
+        message: String,
+    ) {
+        let (line, column) = position.unzip();
+        let problem = Problem {
+            line,
+            column,
+            entry: entry.map(str::to_string),
+            message,
+            kind,
+        };
+        self.list.push((at, problem));
+    }
+
+    /// Anything else the format refuses ([`ProblemKind::Invalid`]).
+    pub fn invalid(&mut self, at: Option<usize>, message: String) {
+        self.push(at, ProblemKind::Invalid, None, message);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The problems in the order of the text (those without a position keep theirs).
+    pub fn finish(mut self) -> Vec<Problem> {
+        self.list.sort_by_key(|(at, _)| *at);
+        self.list.into_iter().map(|(_, p)| p).collect()
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset of `text`.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}

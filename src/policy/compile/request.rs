@@ -1,0 +1,206 @@
+//! Compiling a request policy (a JSON file, or the organization's inline
+//! `default_network_policy`), and the entry lists both kinds of file share.
+
+use ipnet::IpNet;
+
+use super::node::{self, missing, Node};
+use super::problems::{ProblemKind, Problems};
+use super::{DomainSet, OrgPolicy, RequestPolicy, RequestSpans, Sealed, Written};
+use crate::policy::file::{RawPolicyType, DISABLED_KEYS, POLICY_KEYS};
+use crate::policy::host::DomainEntry;
+
+/// A whole JSON document: an object, or nothing is read.
+pub(super) fn compile_document<'a, N: Node<'a>>(
+    node: N,
+    p: &mut Problems,
+) -> (RequestPolicy, RequestSpans) {
+    if node.entries().is_none() {
+        let msg = "a request policy is a JSON object, such as {\"type\": \"disabled\"}";
+        p.invalid(node.at(), msg.to_string());
+        return (RequestPolicy::Disabled, RequestSpans::default());
+    }
+    compile(node, "", p)
+}
+
+/// A request policy's table; `table` says where it sits (`default_network_policy.`).
+pub(super) fn compile<'a, N: Node<'a>>(
+    node: N,
+    table: &'static str,
+    p: &mut Problems,
+) -> (RequestPolicy, RequestSpans) {
+    let mut spans = RequestSpans::default();
+    let Some(t) = node::table(p, node, "a table") else {
+        return (RequestPolicy::Disabled, spans);
+    };
+    let [kind, domains, cidrs] = t.take(&POLICY_KEYS);
+    let kind = match kind {
+        None => {
+            p.invalid(t.at, missing("type"));
+            None
+        }
+        Some(k) => node::variant::<RawPolicyType, _>(p, k),
+    };
+    let disabled = kind == Some(RawPolicyType::Disabled);
+    t.unknown(
+        p,
+        table,
+        if disabled {
+            &DISABLED_KEYS
+        } else {
+            &POLICY_KEYS
+        },
+    );
+    if kind != Some(RawPolicyType::Allowlist) {
+        return (RequestPolicy::Disabled, spans);
+    }
+    let domains = match domains {
+        None => {
+            p.invalid(t.at, missing("allowed_domains"));
+            DomainSet::default()
+        }
+        Some(list) => {
+            let written = list.elements().map_or(1, |e| e.len());
+            if written == 0 {
+                let msg = "allowed_domains must not be empty; use {\"type\": \"disabled\"} to allow nothing";
+                p.invalid(t.at, msg.to_string());
+            }
+            domain_list(
+                p,
+                Some(list),
+                (table, "allowed_domains"),
+                &mut spans.allowed_domains,
+            )
+        }
+    };
+    let cidrs = cidrs.map(|list| {
+        cidr_list(
+            p,
+            Some(list),
+            (table, "allowed_cidrs"),
+            &mut spans.allowed_cidrs,
+        )
+    });
+    let policy = RequestPolicy::Allowlist {
+        domains,
+        cidrs,
+        sealed: Sealed(()),
+    };
+    (policy, spans)
+}
+
+/// A list's name in messages: the table it sits in, and its key.
+pub(super) type ListName = (&'static str, &'static str);
+
+/// A domain list: the entries that parse, each one's offset into `spans`.
+pub(super) fn domain_list<'a, N: Node<'a>>(
+    p: &mut Problems,
+    node: Option<N>,
+    (table, key): ListName,
+    spans: &mut Vec<usize>,
+) -> DomainSet {
+    let Some(items) = node.and_then(|n| node::strings(p, n)) else {
+        return DomainSet::default();
+    };
+    let mut entries = Vec::with_capacity(items.len());
+    for item in items {
+        match DomainEntry::parse(item.text) {
+            Ok(e) => {
+                entries.push(e);
+                spans.push(item.at.unwrap_or(0));
+            }
+            Err(error) => {
+                let message = error.to_string();
+                let kind = ProblemKind::Domain {
+                    list: format!("{table}{key}"),
+                    error,
+                };
+                p.push(item.at, kind, Some(item.text), message);
+            }
+        }
+    }
+    DomainSet::from_entries(entries)
+}
+
+/// A CIDR list: the networks that parse, each one as written into `spans`.
+pub(super) fn cidr_list<'a, N: Node<'a>>(
+    p: &mut Problems,
+    node: Option<N>,
+    (table, key): ListName,
+    spans: &mut Vec<Written>,
+) -> Vec<IpNet> {
+    let Some(items) = node.and_then(|n| node::strings(p, n)) else {
+        return Vec::new();
+    };
+    let mut nets = Vec::new();
+    for item in items {
+        match parse_cidr(item.text) {
+            Ok(net) => {
+                nets.push(net);
+                spans.push(Written {
+                    at: item.at.unwrap_or(0),
+                    text: item.text.to_string(),
+                });
+            }
+            Err(msg) => {
+                let kind = ProblemKind::Cidr {
+                    list: format!("{table}{key}"),
+                };
+                p.push(item.at, kind, Some(item.text), msg);
+            }
+        }
+    }
+    nets
+}
+
+/// A CIDR as `allowed_cidrs` takes it (host bits dropped).
+fn parse_cidr(s: &str) -> Result<IpNet, String> {
+    if !s.contains('/') {
+        return Err("write a CIDR such as 10.20.0.0/16 (one address is 10.20.0.1/32)".into());
+    }
+    s.parse::<IpNet>()
+        .map(|n| n.trunc())
+        .map_err(|_| "not a CIDR: write an address and a prefix length, e.g. 10.20.0.0/16".into())
+}
+
+/// An entry of a request policy that widens the organization policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Widened {
+    /// `allowed_domains` or `allowed_cidrs`.
+    pub key: &'static str,
+    /// The entry: as written for a domain, the network for a CIDR.
+    pub text: String,
+    pub why: String,
+    /// Where it was written.
+    pub at: usize,
+}
+
+/// Every entry of `policy` (written where `spans` say) that `org` does not cover, in
+/// the order written.
+pub fn widened(org: &OrgPolicy, policy: &RequestPolicy, spans: &RequestSpans) -> Vec<Widened> {
+    let RequestPolicy::Allowlist { domains, cidrs, .. } = policy else {
+        return Vec::new();
+    };
+    let found = crate::policy::cover::widening(org, &[], policy);
+    if found.is_empty() {
+        return Vec::new();
+    }
+    // `found` follows the entries' order (domains, then CIDRs): walk both together.
+    let mut found = found.into_iter().peekable();
+    let domains = domains
+        .entries()
+        .iter()
+        .zip(&spans.allowed_domains)
+        .map(|(e, at)| ("allowed_domains", e.text.to_string(), *at));
+    let cidrs = cidrs
+        .iter()
+        .flatten()
+        .zip(&spans.allowed_cidrs)
+        .map(|(net, w)| ("allowed_cidrs", net.to_string(), w.at));
+    let mut out = Vec::new();
+    for (key, text, at) in domains.chain(cidrs) {
+        if let Some((_, why)) = found.next_if(|(entry, _)| *entry == text) {
+            out.push(Widened { key, text, why, at });
+        }
+    }
+    out
+}
