@@ -51,6 +51,12 @@ pub struct ServeArgs {
     #[arg(long)]
     pub audit_allowed: bool,
 
+    /// While audit records cannot be written (a full disk, an I/O error): `closed`
+    /// refuses every request with 503 `audit_unavailable` until a write succeeds;
+    /// `open` keeps serving and counts the lost records (`egress_audit_lost_total`).
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = AuditFailure::Closed)]
+    pub audit_failure: AuditFailure,
+
     /// Pin a name to an address, like curl's --resolve (repeatable): HOST=IP.
     #[arg(long, value_name = "HOST=IP")]
     pub resolve: Vec<String>,
@@ -117,6 +123,12 @@ pub struct ServeArgs {
     /// Refuse (407) every proxied request without valid session credentials.
     #[arg(long)]
     pub require_session: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AuditFailure {
+    Closed,
+    Open,
 }
 
 #[derive(Debug, Args)]

@@ -6,7 +6,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cli::ServeArgs;
+use crate::audit::OnFailure;
+use crate::cli::{AuditFailure, ServeArgs};
 use crate::load::{self, LoadError};
 use crate::proxy::Limits;
 
@@ -42,6 +43,7 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     pub audit_log: String,
     pub audit_allowed: bool,
+    pub audit_failure: OnFailure,
     pub pins: HashMap<String, Vec<IpAddr>>,
     pub dns_server: Option<SocketAddr>,
     pub dns_timeout: Duration,
@@ -103,6 +105,10 @@ impl ServeConfig {
             listen: args.listen,
             audit_log: args.audit_log,
             audit_allowed: args.audit_allowed,
+            audit_failure: match args.audit_failure {
+                AuditFailure::Closed => OnFailure::Closed,
+                AuditFailure::Open => OnFailure::Open,
+            },
             dns_server: args.dns_server,
             require_session: args.require_session,
         })

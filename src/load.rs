@@ -52,7 +52,9 @@ impl Policies {
         let widening = proxy
             .as_ref()
             .and_then(|p| check_narrowing(&org, &[], p).err());
-        let policy = proxy.clone().unwrap_or_else(|| org.default_policy().clone());
+        let policy = proxy
+            .clone()
+            .unwrap_or_else(|| org.default_policy().clone());
         Policies {
             org,
             proxy,

@@ -82,7 +82,9 @@ pub struct Metrics {
     /// Client connections closed for sending no complete request head in time.
     pub header_timeouts: Counter,
     audit_lines: Counter,
-    /// Serialises bringing `audit_lines` up to date before an encode.
+    audit_lost: Counter,
+    audit_failing: Gauge,
+    /// Serialises bringing the audit counters up to date before an encode.
     audit_sync: Mutex<()>,
     pub first_byte: Histogram,
 }
@@ -115,6 +117,8 @@ impl Metrics {
             reloads_failed: Counter::default(),
             header_timeouts: Counter::default(),
             audit_lines: Counter::default(),
+            audit_lost: Counter::default(),
+            audit_failing: Gauge::default(),
             audit_sync: Mutex::new(()),
             // 1 ms to about 33 s.
             first_byte: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
@@ -202,6 +206,16 @@ impl Metrics {
             m.audit_lines.clone(),
         );
         r.register(
+            "egress_audit_lost",
+            "Audit records that could not be written (only with --audit-failure open)",
+            m.audit_lost.clone(),
+        );
+        r.register(
+            "egress_audit_failing",
+            "1 while the audit log cannot be written (the proxy refuses every request unless --audit-failure open)",
+            m.audit_failing.clone(),
+        );
+        r.register(
             "egress_upstream_first_byte_seconds",
             "From an allow decision to the first byte from upstream (plain HTTP) or the tunnel's upstream connection",
             m.first_byte.clone(),
@@ -232,15 +246,21 @@ impl Metrics {
         self.first_byte.observe(elapsed.as_secs_f64());
     }
 
-    /// The Prometheus text exposition (format 0.0.4). `audit_lines` is the audit
-    /// writer's running total.
-    pub fn encode(&self, audit_lines: u64) -> String {
+    /// The Prometheus text exposition (format 0.0.4). `audit_lines` and `audit_lost` are
+    /// the audit writer's running totals, `audit_failing` its state.
+    pub fn encode(&self, audit_lines: u64, audit_lost: u64, audit_failing: bool) -> String {
         {
             let _one = self.audit_sync.lock().unwrap_or_else(|p| p.into_inner());
-            let seen = self.audit_lines.get();
-            if audit_lines > seen {
-                self.audit_lines.inc_by(audit_lines - seen);
+            for (counter, total) in [
+                (&self.audit_lines, audit_lines),
+                (&self.audit_lost, audit_lost),
+            ] {
+                let seen = counter.get();
+                if total > seen {
+                    counter.inc_by(total - seen);
+                }
             }
+            self.audit_failing.set(i64::from(audit_failing));
         }
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
@@ -265,7 +285,7 @@ mod tests {
         m.request(Outcome::Denied(Reason::NotInOrgAllowlist));
         m.connection(Outcome::Allowed);
         m.observe_first_byte(Duration::from_millis(3));
-        let text = m.encode(7);
+        let text = m.encode(7, 0, false);
         assert!(
             text.contains(
                 "egress_requests_total{decision=\"denied\",reason=\"not_in_org_allowlist\"} 1"

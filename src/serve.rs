@@ -92,13 +92,12 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         Some(admin) => Some(bind(admin.listen).await?),
         None => None,
     };
-    let (audit, writer) =
-        AuditLog::open(&args.audit_log)
-            .await
-            .map_err(|source| StartError::Audit {
-                path: args.audit_log.clone(),
-                source,
-            })?;
+    let (audit, writer) = AuditLog::open(&args.audit_log, args.audit_failure)
+        .await
+        .map_err(|source| StartError::Audit {
+            path: args.audit_log.clone(),
+            source,
+        })?;
     let writer = tokio::spawn(writer.run());
     let audit_closer = audit.clone();
 
@@ -128,7 +127,8 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     ));
     // Installed before the `listening` line, so a SIGHUP from then on reloads (the
     // default action of SIGHUP would end the process).
-    tokio::spawn(reload_on_sighup(reloader.clone(), hangup_signal()?));
+    tokio::spawn(reload_on_sighup(reloader.clone(), signal("SIGHUP")?));
+    tokio::spawn(reopen_on_sigusr1(state.audit.clone(), signal("SIGUSR1")?));
     tokio::spawn(expire_sessions(state.clone()));
     if let Some((admin_listener, admin_addr)) = admin_listener {
         let admin = Arc::new(Admin {
@@ -156,12 +156,25 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     Ok(())
 }
 
-fn hangup_signal() -> Result<tokio::signal::unix::Signal, StartError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    signal(SignalKind::hangup()).map_err(|source| StartError::Signal {
-        signal: "SIGHUP",
+/// A handler for SIGHUP or SIGUSR1 (whose default actions would end the process).
+fn signal(name: &'static str) -> Result<tokio::signal::unix::Signal, StartError> {
+    use tokio::signal::unix::SignalKind;
+    let kind = match name {
+        "SIGHUP" => SignalKind::hangup(),
+        _ => SignalKind::user_defined1(),
+    };
+    tokio::signal::unix::signal(kind).map_err(|source| StartError::Signal {
+        signal: name,
         source,
     })
+}
+
+/// Each SIGUSR1 reopens the audit log file (log rotation).
+async fn reopen_on_sigusr1(audit: AuditLog, mut usr1: tokio::signal::unix::Signal) {
+    while usr1.recv().await.is_some() {
+        tracing::info!("SIGUSR1: reopening the audit log");
+        audit.reopen();
+    }
 }
 
 /// Each SIGHUP reloads the policies; a failure is logged and changes nothing.

@@ -80,6 +80,13 @@ async fn handle(req: Request<Incoming>, admin: &Admin) -> Response<Body> {
     let path = req.uri().path().to_string();
     if path == "/healthz" {
         return match *req.method() {
+            // While the audit log cannot be written the proxy refuses everything: not
+            // healthy, so a load balancer sends clients elsewhere.
+            Method::GET | Method::HEAD if admin.state.audit.refusing() => error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "audit_unavailable",
+                "the audit log cannot be written; every request is refused until it can",
+            ),
             Method::GET | Method::HEAD => {
                 json_response(StatusCode::OK, json!({"status": "serving"}))
             }
@@ -143,10 +150,12 @@ fn authorized<B>(req: &Request<B>, token: Option<&str>) -> bool {
 }
 
 fn metrics(admin: &Admin) -> Response<Body> {
-    let text = admin
-        .state
-        .metrics
-        .encode(admin.state.audit.lines_written());
+    let audit = &admin.state.audit;
+    let text =
+        admin
+            .state
+            .metrics
+            .encode(audit.lines_written(), audit.lines_lost(), audit.failing());
     let mut resp = Response::new(full(text));
     resp.headers_mut().insert(
         CONTENT_TYPE,

@@ -106,7 +106,7 @@ impl Reloader {
                 record.reason = Some(Reason::PolicyWidening.as_str());
                 record.rule = Some(offending.join("; "));
                 record.policy_level = Some(Level::Request.as_str());
-                state.audit.write(record);
+                state.audit.write_detached(record);
                 tracing::warn!(session = %id, offending = %offending.join("; "), "session revoked by the reload");
                 revoked.push(id);
             }

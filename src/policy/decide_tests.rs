@@ -323,6 +323,7 @@ fn reasons_spell_and_map_to_status() {
             "sni_mismatch",
             "auth_required",
             "limit_exceeded",
+            "audit_unavailable",
         ]
     );
     for r in Reason::ALL {
@@ -337,7 +338,7 @@ fn reasons_spell_and_map_to_status() {
         (Reason::NotInOrgAllowlist, 403, true), (Reason::NotInRequestPolicy, 403, true),
         (Reason::NetworkDisabled, 403, true), (Reason::PortNotAllowed, 403, true),
         (Reason::SharedHosting, 403, true), (Reason::AuthRequired, 407, false),
-        (Reason::LimitExceeded, 429, false),
+        (Reason::LimitExceeded, 429, false), (Reason::AuditUnavailable, 503, false),
     ];
     for (r, code, relaxed) in status {
         assert_eq!(

@@ -71,10 +71,12 @@ pub enum Reason {
     SniMismatch,
     AuthRequired,
     LimitExceeded,
+    /// The audit log cannot be written: nothing is let through unrecorded.
+    AuditUnavailable,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 16] = [
         Reason::NotInOrgAllowlist,
         Reason::NotInRequestPolicy,
         Reason::NetworkDisabled,
@@ -90,6 +92,7 @@ impl Reason {
         Reason::SniMismatch,
         Reason::AuthRequired,
         Reason::LimitExceeded,
+        Reason::AuditUnavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -109,6 +112,7 @@ impl Reason {
             Reason::SniMismatch => "sni_mismatch",
             Reason::AuthRequired => "auth_required",
             Reason::LimitExceeded => "limit_exceeded",
+            Reason::AuditUnavailable => "audit_unavailable",
         }
     }
 
@@ -118,6 +122,7 @@ impl Reason {
             Reason::InvalidRequest | Reason::InvalidHost | Reason::InvalidPolicy => 400,
             Reason::AuthRequired => 407,
             Reason::LimitExceeded => 429,
+            Reason::AuditUnavailable => 503,
             _ => 403,
         }
     }

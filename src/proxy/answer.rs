@@ -53,7 +53,10 @@ pub fn refuse(refusal: &Refusal, request_id: &str) -> Response<Body> {
         DENIED_HEADER,
         HeaderValue::from_static(refusal.reason.as_str()),
     );
-    if status == StatusCode::TOO_MANY_REQUESTS {
+    if matches!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+    ) {
         resp.headers_mut()
             .insert(hyper::header::RETRY_AFTER, HeaderValue::from_static("1"));
     }

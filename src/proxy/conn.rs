@@ -73,7 +73,7 @@ pub(crate) async fn serve_connection(
             // hyper has already answered 400/431; the attempt still goes to the audit log.
             let client = Client::new(peer, Asked::BeforeRequest);
             let refusal = Refusal::malformed(format!("unparseable request: {e}"));
-            audit_refusal(&state, &client, &refusal, None);
+            audit_refusal(&state, &client, &refusal, None).await;
         } else {
             tracing::debug!(client = %peer, error = %e, "connection ended with an error");
         }
@@ -94,7 +94,7 @@ async fn refuse_before_request(
     refusal: Refusal,
 ) {
     let client = Client::new(peer, Asked::BeforeRequest);
-    audit_refusal(state, &client, &refusal, None);
+    audit_refusal(state, &client, &refusal, None).await;
     answer::write_raw(stream, &refusal, &client.request_id).await;
 }
 
@@ -111,7 +111,9 @@ async fn handle(
         Ok(approved) => approved,
         Err(stop) => {
             match &stop {
-                Stop::Denied(refusal) => audit_refusal(&state, &client, refusal, plain_url(&req)),
+                Stop::Denied(refusal) => {
+                    audit_refusal(&state, &client, refusal, plain_url(&req)).await
+                }
                 Stop::Failed(failure) => {
                     count(&state, &client, Outcome::Failed);
                     tracing::info!(request_id = %client.request_id, "{}", failure.message)

@@ -16,7 +16,9 @@ use super::state::State;
 use crate::load::Policies;
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
-use crate::policy::{check_narrowing, decide, Decision, Effective, Host, RequestPolicy, Verdict};
+use crate::policy::{
+    check_narrowing, decide, Decision, Effective, Host, Reason, RequestPolicy, Verdict,
+};
 use crate::session::{AuthError, Session};
 
 /// A request the policy allowed, with the addresses that passed the address check.
@@ -37,6 +39,16 @@ pub struct Approved {
 /// Judge `req`: Ok with the approved addresses, or why it stops.
 pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Result<Approved, Stop> {
     let target = request::target(req)?;
+    if state.audit.refusing() {
+        // Nothing goes through unrecorded (docs/reference/audit-log.md).
+        let refusal = Refusal::new(
+            Reason::AuditUnavailable,
+            target.host.to_string(),
+            target.port,
+        )
+        .with_detail("the audit log cannot be written; every request is refused until it can");
+        return Err(refusal.into());
+    }
     let policies = state.policies();
     let session = credentials(req, state, &target)?;
     let tag = |r: Refusal| r.in_session(&session);
@@ -64,7 +76,7 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
         }
         Verdict::WouldDeny(reason) => {
             let would = tag(Refusal::from_decision(&decision, reason, &target));
-            audit_would_deny(state, client, &would, plain_url(req));
+            audit_would_deny(state, client, &would, plain_url(req)).await;
         }
         Verdict::Allow => {}
     }

@@ -76,23 +76,33 @@ pub fn plain_url<B>(req: &Request<B>) -> Option<String> {
     (req.method() != Method::CONNECT).then(|| req.uri().to_string())
 }
 
-/// Count and write the audit record of a refusal.
-pub fn audit_refusal(state: &State, client: &Client, refusal: &Refusal, url: Option<String>) {
+/// Count and write the audit record of a refusal (waiting while the audit queue is
+/// full: a refusal is answered only once its record is queued).
+pub async fn audit_refusal(state: &State, client: &Client, refusal: &Refusal, url: Option<String>) {
     count(state, client, Outcome::Denied(refusal.reason));
     state
         .audit
-        .write(refusal_record(client, refusal, "egress.denied", url));
+        .write(refusal_record(client, refusal, "egress.denied", url))
+        .await;
 }
 
 /// Write the `egress.would_deny` record of a denial report mode let through (it is
 /// counted with the allowed request).
-pub fn audit_would_deny(state: &State, client: &Client, refusal: &Refusal, url: Option<String>) {
+pub async fn audit_would_deny(
+    state: &State,
+    client: &Client,
+    refusal: &Refusal,
+    url: Option<String>,
+) {
     state
         .audit
-        .write(refusal_record(client, refusal, "egress.would_deny", url));
+        .write(refusal_record(client, refusal, "egress.would_deny", url))
+        .await;
 }
 
-/// Write the audit record of an allowed connection (only with `--audit-allowed`).
+/// Write the audit record of an allowed connection (only with `--audit-allowed`). It is
+/// written when the request or tunnel ends, from code that cannot wait, so it never
+/// waits for room in the queue (and is never dropped).
 pub fn audit_allowed(
     state: &State,
     client: &Client,
@@ -119,7 +129,7 @@ pub fn audit_allowed(
     rec.resolved_ip = Some(dialed.ip().to_string());
     rec.bytes_up = Some(bytes.0);
     rec.bytes_down = Some(bytes.1);
-    state.audit.write(rec);
+    state.audit.write_detached(rec);
 }
 
 fn refusal_record(

@@ -34,17 +34,23 @@ pub async fn open(
     done: mpsc::Sender<()>,
 ) -> Response<Body> {
     let limit = |detail: &str| {
-        let refusal = Refusal::limit(Limit::Rate, Some(&approved.target))
+        Refusal::limit(Limit::Rate, Some(&approved.target))
             .in_session(&approved.session)
-            .with_detail(detail);
-        audit_refusal(&state, &client, &refusal, None);
-        answer::refuse(&refusal, &client.request_id)
+            .with_detail(detail)
     };
-    let Some(slot) = state.tunnels.try_open(client.addr.ip()) else {
-        return limit("too many open tunnels from this client");
+    let slots = match state.tunnels.try_open(client.addr.ip()) {
+        None => Err(limit("too many open tunnels from this client")),
+        Some(slot) => match TunnelOpen::try_new(&state, approved.session.as_ref()) {
+            None => Err(limit("too many open tunnels in this session")),
+            Some(open) => Ok((slot, open)),
+        },
     };
-    let Some(open) = TunnelOpen::try_new(&state, approved.session.as_ref()) else {
-        return limit("too many open tunnels in this session");
+    let (slot, open) = match slots {
+        Ok(slots) => slots,
+        Err(refusal) => {
+            audit_refusal(&state, &client, &refusal, None).await;
+            return answer::refuse(&refusal, &client.request_id);
+        }
     };
     let (upstream, dialed) = match dial(&approved.addrs, state.limits.connect_timeout).await {
         Ok(pair) => pair,
@@ -116,7 +122,7 @@ async fn relay(
         _ = until_ended(approved.session.as_deref()) => Ok(()),
     };
     if let Err(refusal) = outcome {
-        audit_refusal(&state, &client, &refusal, None);
+        audit_refusal(&state, &client, &refusal, None).await;
         return;
     }
     let (up, down) = (up.load(Ordering::Relaxed), down.load(Ordering::Relaxed));

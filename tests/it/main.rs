@@ -22,6 +22,7 @@ mod lifecycle;
 mod limits;
 mod lint;
 mod reason_phrase;
+mod reliability;
 mod reload;
 mod report;
 mod summary;

@@ -40,6 +40,8 @@ pub struct ProxyBuilder {
     args: Vec<String>,
     /// `--admin-listen 127.0.0.1:0`, with `--admin-token-file` when the token is set.
     admin: Option<Option<String>>,
+    /// `--audit-log PATH` instead of a file in the proxy's temp dir.
+    audit_at: Option<PathBuf>,
 }
 
 impl ProxyBuilder {
@@ -63,7 +65,14 @@ impl ProxyBuilder {
             listen: None,
             args: Vec::new(),
             admin: None,
+            audit_at: None,
         }
+    }
+
+    /// `--audit-log PATH` (`/dev/full`, or a file on a filesystem the test mounted).
+    pub fn audit_log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.audit_at = Some(path.into());
+        self
     }
 
     /// The admin API on `127.0.0.1:0` with this bearer token (written to a file).
@@ -127,7 +136,10 @@ impl ProxyBuilder {
         let dir = unique_temp_dir("proxy");
         let org_path = dir.join("org.toml");
         std::fs::write(&org_path, &self.org).expect("write org file");
-        let audit_path = dir.join("audit.jsonl");
+        let audit_path = self
+            .audit_at
+            .clone()
+            .unwrap_or_else(|| dir.join("audit.jsonl"));
 
         let mut cmd = Command::new(binary());
         cmd.arg("serve")
@@ -320,13 +332,18 @@ impl Proxy {
 
     /// Send SIGHUP (reload the policies).
     pub fn hup(&self) {
+        self.signal("HUP");
+    }
+
+    /// Send the signal `name` (`HUP`, `USR1`, ...) to the proxy.
+    pub fn signal(&self, name: &str) {
         let pid = self.pid().to_string();
         let sent = Command::new("kill")
-            .arg("-HUP")
+            .arg(format!("-{name}"))
             .arg(&pid)
             .status()
             .expect("run kill");
-        assert!(sent.success(), "kill -HUP {pid} failed");
+        assert!(sent.success(), "kill -{name} {pid} failed");
     }
 
     pub fn stderr(&self) -> String {

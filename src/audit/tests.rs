@@ -128,14 +128,16 @@ fn read_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
 #[tokio::test]
 async fn every_record_is_written_when_the_last_handle_drops() {
     let path = temp_path("drop");
-    let (log, writer) = AuditLog::open(path.to_str().unwrap()).await.unwrap();
+    let (log, writer) = AuditLog::open(path.to_str().unwrap(), OnFailure::Closed)
+        .await
+        .unwrap();
     let task = tokio::spawn(writer.run());
     let clone = log.clone();
     for i in 0..1000 {
         if i % 2 == 0 {
-            log.write(record(i))
+            log.write(record(i)).await
         } else {
-            clone.write(record(i))
+            clone.write(record(i)).await
         }
     }
     drop((log, clone));
@@ -152,15 +154,17 @@ async fn every_record_is_written_when_the_last_handle_drops() {
 #[tokio::test]
 async fn close_writes_what_was_queued_while_clones_live() {
     let path = temp_path("close");
-    let (log, writer) = AuditLog::open(path.to_str().unwrap()).await.unwrap();
+    let (log, writer) = AuditLog::open(path.to_str().unwrap(), OnFailure::Closed)
+        .await
+        .unwrap();
     let task = tokio::spawn(writer.run());
     let keeper = log.clone();
     for i in 0..10 {
-        log.write(record(i));
+        log.write(record(i)).await;
     }
     log.close();
     assert_eq!(task.await.unwrap().unwrap(), 10);
-    keeper.write(record(99)); // after the writer stopped: reported, not written
+    keeper.write(record(99)).await; // after the writer stopped: reported, not written
     let lines = read_lines(&path);
     std::fs::remove_file(&path).unwrap();
     assert_eq!(lines.len(), 10);
@@ -169,9 +173,11 @@ async fn close_writes_what_was_queued_while_clones_live() {
 #[tokio::test]
 async fn a_record_reaches_the_file_before_shutdown() {
     let path = temp_path("prompt");
-    let (log, writer) = AuditLog::open(path.to_str().unwrap()).await.unwrap();
+    let (log, writer) = AuditLog::open(path.to_str().unwrap(), OnFailure::Closed)
+        .await
+        .unwrap();
     let task = tokio::spawn(writer.run());
-    log.write(record(0));
+    log.write(record(0)).await;
     let mut seen = 0;
     for _ in 0..100 {
         seen = std::fs::read_to_string(&path).unwrap().lines().count();
@@ -186,9 +192,9 @@ async fn a_record_reaches_the_file_before_shutdown() {
     std::fs::remove_file(&path).unwrap();
 }
 
-#[test]
-fn disabled_log_discards() {
+#[tokio::test]
+async fn disabled_log_discards() {
     let log = AuditLog::disabled();
-    log.write(record(0));
+    log.write(record(0)).await;
     log.close();
 }
