@@ -80,6 +80,7 @@ async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError>
 pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let config = ServeConfig::from_args(args)?;
     let args = &config;
+    raise_open_files_limit(args.limits.max_connections);
     let policies = load::load_strict(&args.org, args.policy.as_deref())?;
     let token = match &args.admin {
         Some(admin) => admin_token(admin)?,
@@ -154,6 +155,44 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         Err(_) => tracing::error!("audit writer did not finish within 10 s"),
     }
     Ok(())
+}
+
+/// Descriptors the proxy needs at least: two per connection (the client's and the
+/// upstream's), plus a margin for the listeners, the audit log, the resolver and the
+/// upstream pool. (A spliced tunnel uses four more for its pipes; without them it falls
+/// back to copying.)
+fn needed_descriptors(max_connections: usize) -> u64 {
+    max_connections as u64 * 2 + 64
+}
+
+/// Raise the soft open-files limit to the hard limit (the usual soft limit of 1,024 makes
+/// accepts fail with `EMFILE` long before `--max-connections`), and warn when even the
+/// hard limit is below what `--max-connections` needs.
+fn raise_open_files_limit(max_connections: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sys::resource::{getrlimit, setrlimit, Resource};
+        let (soft, hard) = match getrlimit(Resource::RLIMIT_NOFILE) {
+            Ok(limits) => limits,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the open-files limit");
+                return;
+            }
+        };
+        if soft < hard {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                tracing::warn!(soft, hard, error = %e, "cannot raise the open-files limit to the hard limit");
+            }
+        }
+        let needed = needed_descriptors(max_connections);
+        if hard < needed {
+            tracing::warn!(
+                "the open-files hard limit is {hard}, below the {needed} that --max-connections {max_connections} needs (2 per connection plus 64): accepts will fail with EMFILE before the connection limit; raise the hard limit (ulimit -Hn, systemd LimitNOFILE=) or lower --max-connections"
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = max_connections;
 }
 
 /// A handler for SIGHUP or SIGUSR1 (whose default actions would end the process).

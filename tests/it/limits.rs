@@ -243,3 +243,72 @@ async fn silent_connections_are_closed_after_the_header_timeout_and_free_their_s
         "{text}"
     );
 }
+
+/// The soft and hard "Max open files" of a process, from `/proc/PID/limits`.
+fn open_files_limits(pid: u32) -> (u64, u64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap_or_else(|| panic!("no open-files line:\n{text}"));
+    let mut numbers = line
+        .split_whitespace()
+        .filter_map(|w| w.parse::<u64>().ok());
+    (numbers.next().unwrap(), numbers.next().unwrap())
+}
+
+/// The proxy raises the usual low soft limit of open files to the hard limit at start,
+/// so accepts do not fail with `EMFILE` long before `--max-connections`.
+#[tokio::test]
+async fn the_open_files_soft_limit_is_raised_to_the_hard_limit() {
+    if !std::path::Path::new("/usr/bin/prlimit").exists() {
+        eprintln!("skipped: prlimit (util-linux) is needed to start the proxy with a low limit");
+        return;
+    }
+    let own_hard = open_files_limits(std::process::id()).1;
+    let hard = own_hard.min(16_384);
+    let max_connections = ((hard - 64) / 2 - 1).to_string();
+    let origin = Origin::start().await;
+    let nofile = format!("--nofile=256:{hard}");
+    let proxy = ProxyBuilder::standard(origin.port())
+        .run_under(&["prlimit", &nofile])
+        .arg("--max-connections")
+        .arg(&max_connections)
+        .start()
+        .await;
+    assert_eq!(
+        open_files_limits(proxy.pid()),
+        (hard, hard),
+        "{}",
+        proxy.diagnostics()
+    );
+    assert!(
+        !proxy.stderr().contains("open-files hard limit"),
+        "{}",
+        proxy.diagnostics()
+    );
+}
+
+/// When even the hard limit is short of what `--max-connections` needs, `serve` says so
+/// at start, naming both numbers.
+#[tokio::test]
+async fn a_hard_limit_below_what_max_connections_needs_is_warned_at_start() {
+    if !std::path::Path::new("/usr/bin/prlimit").exists() {
+        eprintln!("skipped: prlimit (util-linux) is needed to start the proxy with a low limit");
+        return;
+    }
+    let origin = Origin::start().await;
+    let proxy = ProxyBuilder::standard(origin.port())
+        .run_under(&["prlimit", "--nofile=256:512"])
+        .arg("--max-connections")
+        .arg("4096")
+        .start()
+        .await;
+    assert_eq!(open_files_limits(proxy.pid()), (512, 512));
+    let stderr = proxy.stderr();
+    assert!(
+        stderr.contains("hard limit is 512")
+            && stderr.contains("the 8256 that --max-connections 4096 needs"),
+        "{stderr}"
+    );
+}

@@ -42,6 +42,8 @@ pub struct ProxyBuilder {
     admin: Option<Option<String>>,
     /// `--audit-log PATH` instead of a file in the proxy's temp dir.
     audit_at: Option<PathBuf>,
+    /// A command that execs the proxy (same pid), e.g. `prlimit --nofile=S:H`.
+    run_under: Vec<String>,
 }
 
 impl ProxyBuilder {
@@ -66,7 +68,14 @@ impl ProxyBuilder {
             args: Vec::new(),
             admin: None,
             audit_at: None,
+            run_under: Vec::new(),
         }
+    }
+
+    /// Start the proxy through `command`, which must exec it in place (`prlimit ...`).
+    pub fn run_under(mut self, command: &[&str]) -> Self {
+        self.run_under = command.iter().map(|s| s.to_string()).collect();
+        self
     }
 
     /// `--audit-log PATH` (`/dev/full`, or a file on a filesystem the test mounted).
@@ -141,7 +150,14 @@ impl ProxyBuilder {
             .clone()
             .unwrap_or_else(|| dir.join("audit.jsonl"));
 
-        let mut cmd = Command::new(binary());
+        let mut cmd = match self.run_under.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(binary());
+                cmd
+            }
+            None => Command::new(binary()),
+        };
         cmd.arg("serve")
             .arg("--org")
             .arg(&org_path)
