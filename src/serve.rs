@@ -76,9 +76,37 @@ async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError>
     Ok((listener, local))
 }
 
-/// Run the proxy until a shutdown signal; every audit record is written before it returns.
+/// The listeners `serve` takes: bound from the flags by [`run`], or by the caller (`run`
+/// binds them inside a network namespace).
+pub struct Listeners {
+    pub proxy: TcpListener,
+    pub admin: Option<TcpListener>,
+}
+
+/// Bind the listeners the flags name.
+async fn bind_listeners(config: &ServeConfig) -> Result<Listeners, StartError> {
+    let (proxy, _) = bind(config.listen).await?;
+    let admin = match &config.admin {
+        Some(admin) => Some(bind(admin.listen).await?.0),
+        None => None,
+    };
+    Ok(Listeners { proxy, admin })
+}
+
+/// `egress-proxy serve`: run the proxy until SIGTERM or SIGINT; every audit record is
+/// written before it returns.
 pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     let config = ServeConfig::from_args(args)?;
+    serve(config, None, shutdown_signal()).await
+}
+
+/// Run the proxy on `listeners` (bound from `config` when `None`) until `shutdown`
+/// resolves; every audit record is written before it returns.
+pub async fn serve(
+    config: ServeConfig,
+    listeners: Option<Listeners>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), StartError> {
     let args = &config;
     raise_open_files_limit(args.limits.max_connections);
     let policies = load::load_strict(&args.org, args.policy.as_deref())?;
@@ -88,11 +116,25 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
     };
     let resolver = Resolver::new(args.pins.clone(), args.dns_server, args.dns_timeout)
         .map_err(|e| StartError::Resolver(e.to_string()))?;
-    let (listener, local) = bind(args.listen).await?;
-    let admin_listener = match &args.admin {
-        Some(admin) => Some(bind(admin.listen).await?),
+    let listeners = match listeners {
+        Some(bound) => bound,
+        None => bind_listeners(args).await?,
+    };
+    let local_addr = |l: &TcpListener| {
+        l.local_addr().map_err(|source| StartError::Bind {
+            addr: args.listen,
+            source,
+        })
+    };
+    let local = local_addr(&listeners.proxy)?;
+    let admin_listener = match listeners.admin {
+        Some(l) => {
+            let addr = local_addr(&l)?;
+            Some((l, addr))
+        }
         None => None,
     };
+    let listener = listeners.proxy;
     let (audit, writer) = AuditLog::open(&args.audit_log, args.audit_failure)
         .await
         .map_err(|source| StartError::Audit {
@@ -145,7 +187,7 @@ pub async fn run(args: ServeArgs) -> Result<(), StartError> {
         .map_err(|source| StartError::Workers { workers, source })?;
     tracing::info!(workers, "worker threads started");
     eprintln!("egress-proxy: listening on {local}");
-    server.run(shutdown_signal()).await;
+    server.run(shutdown).await;
     // Connections and tunnels are gone; what they queued is written before the writer ends.
     audit_closer.close();
     match tokio::time::timeout(Duration::from_secs(10), writer).await {

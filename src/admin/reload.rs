@@ -100,7 +100,7 @@ impl Reloader {
                     String::new(),
                     String::new(),
                     String::new(),
-                    0,
+                    Some(0),
                 );
                 record.session = Some(id.clone());
                 record.reason = Some(Reason::PolicyWidening.as_str());

@@ -34,7 +34,8 @@ pub struct Record {
     pub client: String,
     pub method: String,
     pub host: String,
-    pub port: u16,
+    /// `None` for a DNS query (it names no port).
+    pub port: Option<u16>,
     /// Plain HTTP only; see [`clip_url`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
@@ -52,6 +53,23 @@ pub struct Record {
     pub bytes_up: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes_down: Option<u64>,
+    /// Which listener the attempt came through.
+    pub via: Via,
+}
+
+/// The listener an attempt came through: the audit record's `via`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+// `Transparent` and `Dns` are made by the confinement listeners (issue 13), landing next.
+#[allow(dead_code)]
+pub enum Via {
+    /// The explicit proxy port (`--listen`).
+    #[default]
+    Proxy,
+    /// A connection redirected to the transparent listener.
+    Transparent,
+    /// A query to the DNS listener.
+    Dns,
 }
 
 impl Record {
@@ -62,7 +80,7 @@ impl Record {
         client: String,
         method: String,
         host: String,
-        port: u16,
+        port: Option<u16>,
     ) -> Record {
         Record {
             ts: now_rfc3339(),
@@ -82,6 +100,7 @@ impl Record {
             resolved_ip: None,
             bytes_up: None,
             bytes_down: None,
+            via: Via::Proxy,
         }
     }
 }

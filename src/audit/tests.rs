@@ -85,7 +85,7 @@ fn record_omits_empty_optional_fields() {
         "127.0.0.1:5".into(),
         "GET".into(),
         "a.test".into(),
-        80,
+        Some(80),
     );
     let v: serde_json::Value = serde_json::to_value(&rec).unwrap();
     for absent in ["url", "url_truncated", "bytes_up", "bytes_down"] {
@@ -112,7 +112,7 @@ fn record(i: usize) -> Record {
         "127.0.0.1:9".into(),
         "GET".into(),
         "a.test".into(),
-        80,
+        Some(80),
     );
     rec.reason = Some("not_in_org_allowlist");
     rec

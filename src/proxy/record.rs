@@ -10,7 +10,7 @@ use hyper::{Method, Request};
 use super::judge::Approved;
 use super::refusal::Refusal;
 use super::state::State;
-use crate::audit::{clip_url, new_request_id, Record};
+use crate::audit::{clip_url, new_request_id, Record, Via};
 use crate::metrics::Outcome;
 use crate::policy::Level;
 
@@ -23,6 +23,8 @@ pub enum Asked {
     Connect,
     /// A connection refused before any request was read (malformed, over a limit).
     BeforeRequest,
+    /// A query to the DNS listener (its audit record's method is `DNS`).
+    Dns,
 }
 
 impl Asked {
@@ -39,6 +41,7 @@ impl Asked {
             Asked::Request(m) => m.as_str(),
             Asked::Connect => "CONNECT",
             Asked::BeforeRequest => "",
+            Asked::Dns => "DNS",
         }
     }
 }
@@ -49,6 +52,8 @@ pub struct Client {
     pub addr: SocketAddr,
     pub request_id: String,
     pub asked: Asked,
+    /// The listener it came through.
+    pub via: Via,
 }
 
 impl Client {
@@ -58,7 +63,15 @@ impl Client {
             addr,
             request_id: new_request_id(),
             asked,
+            via: Via::Proxy,
         }
+    }
+
+    /// The same, through another listener.
+    #[allow(dead_code)] // the confinement listeners (issue 13) call it
+    pub fn via(mut self, via: Via) -> Client {
+        self.via = via;
+        self
     }
 }
 
@@ -67,7 +80,7 @@ impl Client {
 pub fn count(state: &State, client: &Client, outcome: Outcome) {
     match client.asked {
         Asked::Request(_) => state.metrics.request(outcome),
-        Asked::Connect | Asked::BeforeRequest => state.metrics.connection(outcome),
+        Asked::Connect | Asked::BeforeRequest | Asked::Dns => state.metrics.connection(outcome),
     }
 }
 
@@ -119,7 +132,7 @@ pub fn audit_allowed(
         "egress.allowed",
         client,
         target.host.to_string(),
-        target.port,
+        Some(target.port),
     );
     set_url(&mut rec, url);
     rec.session = approved.session.as_ref().map(|s| s.id.clone());
@@ -138,7 +151,9 @@ fn refusal_record(
     event: &'static str,
     url: Option<String>,
 ) -> Record {
-    let mut rec = record(event, client, refusal.host.clone(), refusal.port);
+    // A DNS query names no port.
+    let port = (client.asked != Asked::Dns).then_some(refusal.port);
+    let mut rec = record(event, client, refusal.host.clone(), port);
     set_url(&mut rec, url);
     rec.session = refusal.session.clone();
     rec.reason = Some(refusal.reason.as_str());
@@ -149,15 +164,17 @@ fn refusal_record(
     rec
 }
 
-fn record(event: &'static str, client: &Client, host: String, port: u16) -> Record {
-    Record::new(
+fn record(event: &'static str, client: &Client, host: String, port: Option<u16>) -> Record {
+    let mut rec = Record::new(
         event,
         client.request_id.clone(),
         client.addr.to_string(),
         client.asked.method().to_string(),
         host,
         port,
-    )
+    );
+    rec.via = client.via;
+    rec
 }
 
 fn set_url(rec: &mut Record, url: Option<String>) {
