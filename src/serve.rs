@@ -15,6 +15,7 @@ use crate::config::{AdminConfig, ConfigError, ServeConfig};
 use crate::load::{self, LoadError};
 use crate::metrics::Metrics;
 use crate::net::resolve::Resolver;
+use crate::net::synthetic::SyntheticNames;
 use crate::proxy::{self, State};
 use crate::session::SessionStore;
 
@@ -162,6 +163,7 @@ pub async fn serve(
         tunnels: proxy::limits::TunnelCounts::new(args.max_tunnels_per_client),
         limits: args.limits.clone(),
         phase: tokio::sync::watch::Sender::new(proxy::Phase::Serving),
+        synthetic: Arc::new(SyntheticNames::new()),
     });
     let reloader = Arc::new(Reloader::new(
         args.org.clone(),

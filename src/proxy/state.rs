@@ -12,6 +12,7 @@ use crate::audit::AuditLog;
 use crate::load::Policies;
 use crate::metrics::Metrics;
 use crate::net::resolve::Resolver;
+use crate::net::synthetic::SyntheticNames;
 use crate::session::SessionStore;
 
 /// Limits and timeouts of the server, validated from the command line
@@ -51,6 +52,10 @@ pub struct State {
     pub tunnels: Arc<TunnelCounts>,
     /// The server's phase; connections and tunnels subscribe to it.
     pub phase: watch::Sender<Phase>,
+    /// The synthetic addresses the DNS listener hands out, which the transparent
+    /// listener maps back to names.
+    #[allow(dead_code)] // read by the confinement listeners (issue 13), landing next
+    pub synthetic: Arc<SyntheticNames>,
 }
 
 impl State {
