@@ -76,7 +76,8 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
         }
         Verdict::WouldDeny(reason) => {
             let would = tag(Refusal::from_decision(&decision, reason, &target));
-            audit_would_deny(state, client, &would, plain_url(req)).await;
+            // Boxed for the same reason as the denial's record in `conn::handle`.
+            Box::pin(audit_would_deny(state, client, &would, plain_url(req))).await;
         }
         Verdict::Allow => {}
     }
