@@ -17,7 +17,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the forwarding HTTP/CONNECT proxy.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Decide targets offline with the proxy's decision code (exit 0 all allowed, 1 any
     /// denied, 2 error).
     Check(CheckArgs),
@@ -123,6 +123,11 @@ pub struct ServeArgs {
     /// Refuse (407) every proxied request without valid session credentials.
     #[arg(long)]
     pub require_session: bool,
+
+    /// Also accept connections redirected here by nftables (a jail's, or a sidecar
+    /// pod's: see `egress-proxy rules`), IP:PORT, judged by their original destination.
+    #[arg(long, value_name = "ADDR")]
+    pub transparent_listen: Option<SocketAddr>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -53,6 +53,8 @@ pub struct ServeConfig {
     pub workers: Option<usize>,
     pub admin: Option<AdminConfig>,
     pub require_session: bool,
+    /// `--transparent-listen`: where connections redirected by nftables arrive.
+    pub transparent_listen: Option<SocketAddr>,
 }
 
 /// A positive, finite number of seconds.
@@ -111,6 +113,7 @@ impl ServeConfig {
             },
             dns_server: args.dns_server,
             require_session: args.require_session,
+            transparent_listen: args.transparent_listen,
         })
     }
 }

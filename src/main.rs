@@ -30,7 +30,7 @@ fn main() -> ExitCode {
         )
         .init();
     match cli.command {
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => serve(*args),
         Command::Check(args) => check(&args),
         Command::Lint(args) => lint(&args),
         Command::Audit(args) => match args.command {

@@ -82,6 +82,8 @@ async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError>
 pub struct Listeners {
     pub proxy: TcpListener,
     pub admin: Option<TcpListener>,
+    /// `--transparent-listen`: connections redirected by nftables.
+    pub transparent: Option<TcpListener>,
 }
 
 /// Bind the listeners the flags name.
@@ -91,7 +93,15 @@ async fn bind_listeners(config: &ServeConfig) -> Result<Listeners, StartError> {
         Some(admin) => Some(bind(admin.listen).await?.0),
         None => None,
     };
-    Ok(Listeners { proxy, admin })
+    let transparent = match config.transparent_listen {
+        Some(addr) => Some(bind(addr).await?.0),
+        None => None,
+    };
+    Ok(Listeners {
+        proxy,
+        admin,
+        transparent,
+    })
 }
 
 /// `egress-proxy serve`: run the proxy until SIGTERM or SIGINT; every audit record is
@@ -135,6 +145,13 @@ pub async fn serve(
         }
         None => None,
     };
+    let transparent = match listeners.transparent {
+        Some(l) => {
+            let addr = local_addr(&l)?;
+            Some((l, addr))
+        }
+        None => None,
+    };
     let listener = listeners.proxy;
     let (audit, writer) = AuditLog::open(&args.audit_log, args.audit_failure)
         .await
@@ -149,6 +166,7 @@ pub async fn serve(
     let metrics = Arc::new(Metrics::new());
     let mut listeners = vec![local];
     listeners.extend(admin_listener.as_ref().map(|(_, addr)| *addr));
+    listeners.extend(transparent.as_ref().map(|(_, addr)| *addr));
     let own = crate::net::local::own_addresses(&listeners);
     let state = Arc::new(State {
         policies: RwLock::new(Arc::new(policies)),
@@ -185,7 +203,12 @@ pub async fn serve(
         tokio::spawn(admin::serve(admin_listener, admin));
     }
     let workers = args.workers.unwrap_or_else(proxy::workers::default_workers);
-    let server = proxy::Server::start(listener, state, workers)
+    let mut serving = vec![(listener, proxy::workers::Kind::Proxy)];
+    if let Some((listener, addr)) = transparent {
+        eprintln!("egress-proxy: transparent listener on {addr}");
+        serving.push((listener, proxy::workers::Kind::Transparent));
+    }
+    let server = proxy::Server::start(serving, state, workers)
         .map_err(|source| StartError::Workers { workers, source })?;
     tracing::info!(workers, "worker threads started");
     eprintln!("egress-proxy: listening on {local}");

@@ -14,19 +14,24 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::record::{audit_refusal, count, plain_url, Asked, Client};
+use super::record::{audit_refusal, count, count_approved, plain_url, Asked, Client};
 use super::refusal::{Limit, Refusal, Stop};
 use super::state::{Phase, State};
+use super::transparent::Redirected;
 use super::{answer, forward, judge, pool, preflight, tunnel, Body};
+use crate::audit::Via;
 use crate::metrics::Outcome;
-use crate::policy::Verdict;
 
+/// Serve one client connection: the explicit proxy's, or (`redirected`) an HTTP/1
+/// connection the transparent listener took, whose requests are judged by where they
+/// were going.
 pub(crate) async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     state: Arc<State>,
     done: mpsc::Sender<()>,
     upstream: Arc<pool::Upstream>,
+    redirected: Option<Arc<Redirected>>,
 ) {
     let _ = stream.set_nodelay(true);
     let limits = &state.limits;
@@ -51,7 +56,18 @@ pub(crate) async fn serve_connection(
         let state = svc_state.clone();
         let done = done.clone();
         let upstream = upstream.clone();
-        async move { Ok::<_, Infallible>(handle(req, peer, state, done, &upstream).await) }
+        let redirected = redirected.clone();
+        async move {
+            let req = match &redirected {
+                None => req,
+                Some(to) => aimed(req, to),
+            };
+            let via = match redirected {
+                None => Via::Proxy,
+                Some(_) => Via::Transparent,
+            };
+            Ok::<_, Infallible>(handle(req, peer, via, state, done, &upstream).await)
+        }
     });
     let mut builder = http1::Builder::new();
     builder
@@ -98,15 +114,44 @@ async fn refuse_before_request(
     answer::write_raw(stream, &refusal, &client.request_id).await;
 }
 
+/// A redirected request aimed where its connection was going: its target becomes
+/// `http://AUTHORITY/path` (the name a synthetic address stands for, or the literal
+/// address), whatever authority the request itself names. A `CONNECT` keeps its method
+/// and is refused by the judge: a redirected connection is one destination already.
+fn aimed<B>(req: Request<B>, to: &Redirected) -> Request<B> {
+    let (mut parts, body) = req.into_parts();
+    if parts.method == hyper::Method::CONNECT {
+        // An empty target: `invalid_request`.
+        parts.uri = hyper::Uri::from_static("/");
+        parts.method = hyper::Method::GET;
+        return Request::from_parts(parts, body);
+    }
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let path = if path.starts_with('/') {
+        path
+    } else {
+        "/".to_string()
+    };
+    parts.uri = format!("http://{}{path}", to.authority())
+        .parse()
+        .unwrap_or_else(|_| hyper::Uri::from_static("/"));
+    Request::from_parts(parts, body)
+}
+
 /// One request: judge it, then forward, tunnel, or refuse.
 async fn handle(
     req: Request<Incoming>,
     peer: SocketAddr,
+    via: Via,
     state: Arc<State>,
     done: mpsc::Sender<()>,
     upstream: &Arc<pool::Upstream>,
 ) -> Response<Body> {
-    let client = Client::new(peer, Asked::of(&req));
+    let client = Client::new(peer, Asked::of(&req)).via(via);
     let approved = match judge::judge(&req, &state, &client).await {
         Ok(approved) => approved,
         Err(stop) => {
@@ -125,11 +170,7 @@ async fn handle(
             return answer::stop(&stop, &client.request_id);
         }
     };
-    let outcome = match approved.decision.verdict {
-        Verdict::WouldDeny(reason) => Outcome::WouldDeny(reason),
-        _ => Outcome::Allowed,
-    };
-    count(&state, &client, outcome);
+    count_approved(&state, &client, &approved);
     match client.asked {
         Asked::Connect => tunnel::open(req, approved, state, client, done).await,
         _ => forward::forward(req, approved, state, client, upstream).await,

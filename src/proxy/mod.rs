@@ -36,6 +36,7 @@ pub mod request;
 #[cfg(target_os = "linux")]
 pub mod splice;
 pub mod state;
+pub mod transparent;
 pub mod tunnel;
 pub mod workers;
 

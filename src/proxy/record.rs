@@ -12,7 +12,7 @@ use super::refusal::Refusal;
 use super::state::State;
 use crate::audit::{clip_url, new_request_id, Record, Via};
 use crate::metrics::Outcome;
-use crate::policy::Level;
+use crate::policy::{Level, Verdict};
 
 /// What is being answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,7 +68,6 @@ impl Client {
     }
 
     /// The same, through another listener.
-    #[allow(dead_code)] // the confinement listeners (issue 13) call it
     pub fn via(mut self, via: Via) -> Client {
         self.via = via;
         self
@@ -82,6 +81,15 @@ pub fn count(state: &State, client: &Client, outcome: Outcome) {
         Asked::Request(_) => state.metrics.request(outcome),
         Asked::Connect | Asked::BeforeRequest | Asked::Dns => state.metrics.connection(outcome),
     }
+}
+
+/// Count an approved request or tunnel: allowed, or let through by report mode.
+pub fn count_approved(state: &State, client: &Client, approved: &Approved) {
+    let outcome = match approved.decision.verdict {
+        Verdict::WouldDeny(reason) => Outcome::WouldDeny(reason),
+        _ => Outcome::Allowed,
+    };
+    count(state, client, outcome);
 }
 
 /// The URL of a plain-HTTP request, for the audit record; `None` for `CONNECT`.

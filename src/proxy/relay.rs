@@ -64,6 +64,18 @@ pub async fn both_ways(
     .await
 }
 
+/// [`both_ways`] for a client that is a plain TCP connection (a redirected one).
+pub async fn tcp_both_ways(
+    client: Watched<TcpStream>,
+    upstream: Watched<TcpStream>,
+    activity: &Activity,
+) -> io::Result<()> {
+    let (client, up) = client.into_parts();
+    let (upstream, down) = upstream.into_parts();
+    let zero_copy = cfg!(target_os = "linux");
+    tcp_relay(client, upstream, &up, &down, activity, zero_copy).await
+}
+
 /// [`both_ways`] between two TCP connections, splicing bulk bytes if `zero_copy` (on
 /// Linux; tests turn it off to check the copy).
 async fn tcp_relay(

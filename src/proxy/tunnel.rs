@@ -1,9 +1,11 @@
-//! `CONNECT` tunnels. The upstream connection is made to a checked address before the
-//! client is answered, so a refusal or an unreachable upstream is told with a status
-//! code and no tunnel ever opens for it. Once open, the tunnel's first bytes are judged
-//! (TLS server name, `[tunnels]`) before any of them reaches upstream.
+//! Tunnels: `CONNECT`s, and connections redirected to the transparent listener. The
+//! upstream connection is made to a checked address before the client is answered, so
+//! a refusal or an unreachable upstream is told with a status code and no tunnel ever
+//! opens for it. Once open, a `CONNECT` tunnel's first bytes are judged (TLS server
+//! name, `[tunnels]`) before any of them reaches upstream; a redirected connection's
+//! were judged before it was dialed (`super::transparent`).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hyper::body::Incoming;
@@ -16,6 +18,7 @@ use tokio::sync::mpsc;
 
 use super::idle::Activity;
 use super::judge::Approved;
+use super::limits::TunnelSlot;
 use super::record::{audit_allowed, audit_refusal, Client};
 use super::refusal::{Failure, Limit, Refusal};
 use super::state::{Phase, State};
@@ -23,6 +26,60 @@ use super::{answer, inspect, relay, Body};
 use crate::metrics::Metrics;
 use crate::net::dial::{dial, CheckedAddr, DialError};
 use crate::session::{until_ended, Session, TunnelGuard};
+
+/// Why a tunnel did not open: a refusal (already audited) or an unreachable upstream.
+enum NotOpened {
+    Refused(Refusal),
+    Failed(Failure),
+}
+
+/// What an opening tunnel holds: its slots and its upstream connection.
+struct Opened {
+    slot: TunnelSlot,
+    open: TunnelOpen,
+    upstream: TcpStream,
+    dialed: CheckedAddr,
+}
+
+/// Take the tunnel's slots (per client, per session) and dial the approved destination.
+async fn prepare(approved: &Approved, state: &State, client: &Client) -> Result<Opened, NotOpened> {
+    let limit = |detail: &str| {
+        Refusal::limit(Limit::Rate, Some(&approved.target))
+            .in_session(&approved.session)
+            .with_detail(detail)
+    };
+    let slots = match state.tunnels.try_open(client.addr.ip()) {
+        None => Err(limit("too many open tunnels from this client")),
+        Some(slot) => match TunnelOpen::try_new(state, approved.session.as_ref()) {
+            None => Err(limit("too many open tunnels in this session")),
+            Some(open) => Ok((slot, open)),
+        },
+    };
+    let (slot, open) = match slots {
+        Ok(slots) => slots,
+        Err(refusal) => {
+            audit_refusal(state, client, &refusal, None).await;
+            return Err(NotOpened::Refused(refusal));
+        }
+    };
+    let (upstream, dialed) = match dial(&approved.addrs, state.limits.connect_timeout).await {
+        Ok(pair) => pair,
+        Err(e) => {
+            let failure = Failure::connect(&approved.target, matches!(e, DialError::Timeout));
+            tracing::info!(request_id = %client.request_id, error = %e, "{}", failure.message);
+            return Err(NotOpened::Failed(failure));
+        }
+    };
+    state
+        .metrics
+        .observe_first_byte(approved.decided_at.elapsed());
+    Ok(Opened {
+        slot,
+        open,
+        upstream,
+        dialed,
+    })
+}
 
 /// Dial the approved destination, answer 200, then relay bytes both ways once the
 /// client's connection is handed over.
@@ -33,80 +90,95 @@ pub async fn open(
     client: Client,
     done: mpsc::Sender<()>,
 ) -> Response<Body> {
-    let limit = |detail: &str| {
-        Refusal::limit(Limit::Rate, Some(&approved.target))
-            .in_session(&approved.session)
-            .with_detail(detail)
+    let opened = match prepare(&approved, &state, &client).await {
+        Ok(opened) => opened,
+        Err(NotOpened::Refused(refusal)) => return answer::refuse(&refusal, &client.request_id),
+        Err(NotOpened::Failed(failure)) => return answer::fail(&failure, &client.request_id),
     };
-    let slots = match state.tunnels.try_open(client.addr.ip()) {
-        None => Err(limit("too many open tunnels from this client")),
-        Some(slot) => match TunnelOpen::try_new(&state, approved.session.as_ref()) {
-            None => Err(limit("too many open tunnels in this session")),
-            Some(open) => Ok((slot, open)),
-        },
-    };
-    let (slot, open) = match slots {
-        Ok(slots) => slots,
-        Err(refusal) => {
-            audit_refusal(&state, &client, &refusal, None).await;
-            return answer::refuse(&refusal, &client.request_id);
-        }
-    };
-    let (upstream, dialed) = match dial(&approved.addrs, state.limits.connect_timeout).await {
-        Ok(pair) => pair,
-        Err(e) => {
-            let failure = Failure::connect(&approved.target, matches!(e, DialError::Timeout));
-            tracing::info!(request_id = %client.request_id, error = %e, "{}", failure.message);
-            return answer::fail(&failure, &client.request_id);
-        }
-    };
-    state
-        .metrics
-        .observe_first_byte(approved.decided_at.elapsed());
-    let on_upgrade = hyper::upgrade::on(&mut req);
-    tokio::spawn(async move {
-        relay(on_upgrade, upstream, dialed, approved, state, client).await;
-        drop((open, slot, done));
-    });
+    let downstream = Downstream::Connect(hyper::upgrade::on(&mut req));
+    tokio::spawn(relay(downstream, opened, approved, state, client, done));
     Response::new(answer::empty())
 }
 
-/// The life of an open tunnel: judge its first bytes, then copy both ways until either
-/// side closes, it idles out, its session ends or the server's grace period ends; then
-/// write the allowed record with the bytes it carried.
-async fn relay(
-    on_upgrade: OnUpgrade,
-    upstream: TcpStream,
-    dialed: CheckedAddr,
+/// A redirected connection (the transparent listener) whose first bytes were already
+/// judged: open its tunnel in place, or close it. Its bytes are still unread, so they
+/// reach upstream unchanged.
+pub(crate) async fn open_redirected(
+    stream: TcpStream,
     approved: Approved,
     state: Arc<State>,
     client: Client,
+    done: mpsc::Sender<()>,
 ) {
+    if let Ok(opened) = prepare(&approved, &state, &client).await {
+        let downstream = Downstream::Redirected(stream);
+        relay(downstream, opened, approved, state, client, done).await;
+    }
+}
+
+/// Where a tunnel's client bytes come from.
+enum Downstream {
+    /// A `CONNECT`, once hyper hands the connection over; its first bytes are judged
+    /// here.
+    Connect(OnUpgrade),
+    /// A redirected connection, its first bytes already judged.
+    Redirected(TcpStream),
+}
+
+/// The life of an open tunnel: judge its first bytes (a `CONNECT`), then copy both ways
+/// until either side closes, it idles out, its session ends or the server's grace
+/// period ends; then write the allowed record with the bytes it carried.
+async fn relay(
+    downstream: Downstream,
+    opened: Opened,
+    approved: Approved,
+    state: Arc<State>,
+    client: Client,
+    done: mpsc::Sender<()>,
+) {
+    let Opened {
+        slot,
+        open,
+        upstream,
+        dialed,
+    } = opened;
     let mut phase = state.phase.subscribe();
-    let upgraded = match on_upgrade.await {
-        Ok(upgraded) => upgraded,
-        Err(e) => {
-            tracing::debug!(request_id = %client.request_id, error = %e, "CONNECT upgrade failed");
-            return;
-        }
-    };
     // The idle clock starts when the tunnel opens, so a tunnel where nobody speaks
     // closes after the idle timeout, not after the first-bytes wait plus it.
     let activity = Activity::new();
-    let mut downstream = activity.watch(TokioIo::new(upgraded));
     let mut upstream = activity.watch(upstream);
-    let (up, down) = (downstream.counter(), upstream.counter());
+    let down = upstream.counter();
+    let up = Arc::new(AtomicU64::new(0));
     let limits = &state.limits;
     let work = async {
-        // The policies the CONNECT was decided with, not those in force now: a reload
-        // between the two must not judge one tunnel by two policies.
-        let (target, tunnels) = (&approved.target, approved.policies.org.tunnels());
-        let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
-        let first =
-            inspect::admit(&mut downstream, upstream.get_ref(), target, tunnels, wait).await?;
-        if upstream.write_all(&first).await.is_ok() {
-            if let Err(e) = relay::both_ways(downstream, upstream, &activity).await {
-                tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
+        match downstream {
+            Downstream::Connect(on_upgrade) => {
+                let upgraded = match on_upgrade.await {
+                    Ok(upgraded) => upgraded,
+                    Err(e) => {
+                        tracing::debug!(request_id = %client.request_id, error = %e, "CONNECT upgrade failed");
+                        return Ok(());
+                    }
+                };
+                let mut downstream = activity.watch_counting(TokioIo::new(upgraded), up.clone());
+                // The policies the CONNECT was decided with, not those in force now: a
+                // reload between the two must not judge one tunnel by two policies.
+                let (target, tunnels) = (&approved.target, approved.policies.org.tunnels());
+                let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
+                let first =
+                    inspect::admit(&mut downstream, upstream.get_ref(), target, tunnels, wait)
+                        .await?;
+                if upstream.write_all(&first).await.is_ok() {
+                    if let Err(e) = relay::both_ways(downstream, upstream, &activity).await {
+                        tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
+                    }
+                }
+            }
+            Downstream::Redirected(stream) => {
+                let downstream = activity.watch_counting(stream, up.clone());
+                if let Err(e) = relay::tcp_both_ways(downstream, upstream, &activity).await {
+                    tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
+                }
             }
         }
         Ok(())
@@ -123,12 +195,13 @@ async fn relay(
     };
     if let Err(refusal) = outcome {
         audit_refusal(&state, &client, &refusal, None).await;
-        return;
+    } else {
+        let (up, down) = (up.load(Ordering::Relaxed), down.load(Ordering::Relaxed));
+        state.metrics.bytes_up.inc_by(up);
+        state.metrics.bytes_down.inc_by(down);
+        audit_allowed(&state, &client, &approved, dialed.addr(), None, (up, down));
     }
-    let (up, down) = (up.load(Ordering::Relaxed), down.load(Ordering::Relaxed));
-    state.metrics.bytes_up.inc_by(up);
-    state.metrics.bytes_down.inc_by(down);
-    audit_allowed(&state, &client, &approved, dialed.addr(), None, (up, down));
+    drop((open, slot, done));
 }
 
 /// An open tunnel: counted in `egress_tunnels_active`, and traffic for its session,

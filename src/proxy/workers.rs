@@ -22,6 +22,16 @@ use tokio::task::JoinSet;
 use super::conn::{refuse_over_limit, serve_connection};
 use super::pool::{sweep_every, Upstream};
 use super::state::{Phase, State};
+use super::transparent::serve_redirected;
+
+/// What a listener serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The explicit proxy (`--listen`).
+    Proxy,
+    /// Connections redirected by nftables (`--transparent-listen`).
+    Transparent,
+}
 
 /// How long connections still open when the grace period ends get to close on their
 /// own before they are cut.
@@ -43,16 +53,27 @@ pub struct Server {
 }
 
 impl Server {
-    /// Start `workers` threads (at least one) accepting on `listener`. Must be called
-    /// inside a tokio runtime (the listener is registered with it).
-    pub fn start(listener: TcpListener, state: Arc<State>, workers: usize) -> io::Result<Server> {
-        let listener = listener.into_std()?;
+    /// Start `workers` threads (at least one), each accepting on every one of
+    /// `listeners`. Must be called inside a tokio runtime (the listeners are registered
+    /// with it).
+    pub fn start(
+        listeners: Vec<(TcpListener, Kind)>,
+        state: Arc<State>,
+        workers: usize,
+    ) -> io::Result<Server> {
+        let listeners = listeners
+            .into_iter()
+            .map(|(l, kind)| Ok((l.into_std()?, kind)))
+            .collect::<io::Result<Vec<_>>>()?;
         let permits = Arc::new(Semaphore::new(state.limits.max_connections));
         let (order, order_rx) = watch::channel(Order::Accept);
         let (done_tx, done) = mpsc::channel::<()>(1);
         let mut threads = Vec::new();
         for i in 0..workers.max(1) {
-            let listener = listener.try_clone()?;
+            let listeners = listeners
+                .iter()
+                .map(|(l, kind)| Ok((l.try_clone()?, *kind)))
+                .collect::<io::Result<Vec<_>>>()?;
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -64,14 +85,7 @@ impl Server {
             };
             let thread = std::thread::Builder::new()
                 .name(format!("egress-worker-{i}"))
-                .spawn(move || {
-                    runtime.block_on(async move {
-                        match TcpListener::from_std(listener) {
-                            Ok(listener) => worker.accept_loop(listener).await,
-                            Err(e) => tracing::error!(error = %e, "a worker cannot listen"),
-                        }
-                    })
-                })?;
+                .spawn(move || runtime.block_on(worker.serve(listeners)))?;
             threads.push(thread);
         }
         Ok(Server {
@@ -120,6 +134,7 @@ enum Order {
 }
 
 /// What one worker thread holds.
+#[derive(Clone)]
 struct Worker {
     state: Arc<State>,
     permits: Arc<Semaphore>,
@@ -128,11 +143,41 @@ struct Worker {
 }
 
 impl Worker {
-    /// Accept until told to stop, then keep running this worker's connections and
-    /// tunnels (they end themselves as the phase moves on) until told to exit.
-    async fn accept_loop(mut self, listener: TcpListener) {
+    /// Accept on every listener, sharing this worker's upstream pool, until told to
+    /// exit.
+    async fn serve(self, listeners: Vec<(std::net::TcpListener, Kind)>) {
         let upstream = Arc::new(Upstream::new(self.state.limits.connect_timeout));
         tokio::spawn(sweep_every(upstream.clone(), Duration::from_secs(10)));
+        let mut loops = listeners.into_iter().map(|(listener, kind)| {
+            let (worker, upstream) = (self.clone(), upstream.clone());
+            async move {
+                match TcpListener::from_std(listener) {
+                    Ok(listener) => worker.accept_loop(listener, kind, upstream).await,
+                    Err(e) => tracing::error!(error = %e, "a worker cannot listen"),
+                }
+            }
+        });
+        // The proxy listener and at most the transparent one, on this one thread.
+        let (first, second) = (loops.next(), loops.next());
+        debug_assert!(loops.next().is_none(), "at most two listeners");
+        drop(self);
+        tokio::join!(
+            async {
+                if let Some(l) = first {
+                    l.await
+                }
+            },
+            async {
+                if let Some(l) = second {
+                    l.await
+                }
+            },
+        );
+    }
+
+    /// Accept until told to stop, then keep running this worker's connections and
+    /// tunnels (they end themselves as the phase moves on) until told to exit.
+    async fn accept_loop(mut self, listener: TcpListener, kind: Kind, upstream: Arc<Upstream>) {
         let mut conns = JoinSet::new();
         loop {
             tokio::select! {
@@ -158,7 +203,15 @@ impl Worker {
                         let wait = state.limits.connection_wait;
                         match tokio::time::timeout(wait, permits.acquire_owned()).await {
                             Ok(Ok(permit)) => {
-                                serve_connection(stream, peer, state, done, upstream).await;
+                                match kind {
+                                    Kind::Proxy => {
+                                        serve_connection(stream, peer, state, done, upstream, None)
+                                            .await
+                                    }
+                                    Kind::Transparent => {
+                                        serve_redirected(stream, peer, state, done, upstream).await
+                                    }
+                                }
                                 drop(permit);
                             }
                             _ => refuse_over_limit(stream, peer, state).await,

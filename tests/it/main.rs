@@ -28,4 +28,5 @@ mod report;
 mod summary;
 mod support_selftest;
 mod timeouts;
+mod transparent;
 mod upstream_pool;

@@ -1,0 +1,256 @@
+//! The transparent listener (docs/reference/confinement.md, "Transparent listener"):
+//! connections redirected to it by nftables (a jail's, or a sidecar pod's) are judged as
+//! the explicit proxy judges a `CONNECT` or an absolute-form request, through the same
+//! judge, answer and records (`"via": "transparent"`).
+//!
+//! The original destination comes from the socket (`SO_ORIGINAL_DST`,
+//! `IP6T_SO_ORIGINAL_DST`). A synthetic address (one the DNS listener handed out) stands
+//! for its name; any other address is judged as that IP destination, whatever name the
+//! client sends: a name never rescues a literal address. The first bytes are peeked,
+//! never consumed:
+//!
+//! - an HTTP/1 request goes to the connection code (`super::conn`) with its target set
+//!   from the original destination, so it is judged as `http://NAME:PORT/path` would be
+//!   (a `Host` naming another authority is `host_mismatch`);
+//! - anything else (TLS, or a client that sends nothing first) is judged as `CONNECT
+//!   NAME:PORT` would be: a TLS server name other than the name the address stands for is
+//!   `host_mismatch`, then the policies, then `[tunnels]` on the first bytes; only then
+//!   is upstream dialed, and the unread bytes are relayed unchanged. A refusal is audited
+//!   and the connection closed before any byte reaches upstream.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::{Method, Request};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::inspect::{read_hello, MAX_HELLO_BYTES};
+use super::judge;
+use super::record::{audit_refusal, count, count_approved, Asked, Client};
+use super::refusal::{Refusal, Stop};
+use super::state::State;
+use super::{conn, pool, tunnel};
+use crate::audit::Via;
+use crate::metrics::Outcome;
+use crate::net::synthetic::SyntheticNames;
+use crate::policy::tls::{judge_first_bytes, FirstBytes};
+use crate::policy::{Host, HostName, Reason, Target, Verdict};
+
+/// Where a redirected connection was going.
+#[derive(Debug, Clone)]
+pub(crate) struct Redirected {
+    /// The original destination.
+    pub orig: SocketAddr,
+    /// The name a synthetic `orig` stands for.
+    pub name: Option<HostName>,
+}
+
+impl Redirected {
+    /// The authority it is judged by: `NAME:PORT`, or the literal address.
+    pub fn authority(&self) -> String {
+        match &self.name {
+            Some(name) => format!("{name}:{}", self.orig.port()),
+            None => SocketAddr::new(self.orig.ip().to_canonical(), self.orig.port()).to_string(),
+        }
+    }
+
+    fn target(&self) -> Target {
+        Target {
+            host: match &self.name {
+                Some(name) => Host::Name(name.clone()),
+                None => Host::Ip(self.orig.ip().to_canonical()),
+            },
+            port: self.orig.port(),
+        }
+    }
+}
+
+/// The destination a redirected connection was sent to, as the kernel's connection
+/// tracking kept it.
+#[cfg(target_os = "linux")]
+pub(crate) fn original_dst(stream: &TcpStream) -> io::Result<SocketAddr> {
+    use nix::sys::socket::{getsockopt, sockopt};
+    let local = stream.local_addr()?;
+    let v4 = |sa: nix::libc::sockaddr_in| {
+        SocketAddr::new(
+            IpAddr::V4(Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr))),
+            u16::from_be(sa.sin_port),
+        )
+    };
+    if local.is_ipv4() {
+        return getsockopt(stream, sockopt::OriginalDst)
+            .map(v4)
+            .map_err(io::Error::from);
+    }
+    match getsockopt(stream, sockopt::Ip6tOriginalDst) {
+        Ok(sa) => Ok(SocketAddr::new(
+            IpAddr::V6(Ipv6Addr::from(sa.sin6_addr.s6_addr)),
+            u16::from_be(sa.sin6_port),
+        )),
+        // An IPv4 connection accepted on a dual-stack socket.
+        Err(_) => getsockopt(stream, sockopt::OriginalDst)
+            .map(v4)
+            .map_err(io::Error::from),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn original_dst(_: &TcpStream) -> io::Result<SocketAddr> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "the transparent listener needs Linux",
+    ))
+}
+
+/// What the first bytes of a redirected connection are.
+enum Peeked {
+    /// An HTTP/1 request head is starting.
+    Http,
+    /// TLS, other bytes, or nothing yet: judged as a tunnel.
+    Tunnel(FirstBytes),
+    /// The client closed.
+    Gone,
+}
+
+/// Peek (never consume) until the first bytes can be judged, or `wait` passes with
+/// nothing (then the server is taken to speak first).
+async fn peek_first(stream: &TcpStream, wait: Duration) -> Peeked {
+    let deadline = Instant::now() + wait;
+    let mut buf = vec![0u8; 4096];
+    let mut seen = 0;
+    loop {
+        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
+            Err(_) if seen == 0 => return Peeked::Tunnel(FirstBytes::ServerFirst),
+            Err(_) => return Peeked::Tunnel(FirstBytes::NotTls),
+            Ok(Ok(0) | Err(_)) => return Peeked::Gone,
+            Ok(Ok(n)) => n,
+        };
+        match read_hello(&buf[..n]) {
+            Some(FirstBytes::NotTls) if looks_like_http(&buf[..n]) => return Peeked::Http,
+            Some(first) => return Peeked::Tunnel(first),
+            None if n == buf.len() && n < MAX_HELLO_BYTES => {
+                buf.resize((buf.len() * 2).min(MAX_HELLO_BYTES), 0)
+            }
+            None => {
+                // The same bytes are still unread: wait a little for more.
+                seen = n;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                if Instant::now() >= deadline {
+                    return Peeked::Tunnel(FirstBytes::NotTls);
+                }
+            }
+        }
+    }
+}
+
+/// A request line starts with a method token and a space.
+fn looks_like_http(bytes: &[u8]) -> bool {
+    let token = bytes
+        .iter()
+        .take_while(|b| b.is_ascii_uppercase() || **b == b'-')
+        .count();
+    token > 0 && bytes.get(token) == Some(&b' ')
+}
+
+/// Serve one connection accepted on the transparent listener.
+pub(crate) async fn serve_redirected(
+    stream: TcpStream,
+    peer: SocketAddr,
+    state: Arc<State>,
+    done: mpsc::Sender<()>,
+    upstream: Arc<pool::Upstream>,
+) {
+    let _ = stream.set_nodelay(true);
+    let orig = match original_dst(&stream) {
+        Ok(orig) => orig,
+        Err(e) => {
+            // Not redirected (connected to the listener directly): nothing to judge by.
+            let client = Client::new(peer, Asked::BeforeRequest).via(Via::Transparent);
+            let refusal =
+                Refusal::malformed(format!("no original destination for this connection: {e}"));
+            audit_refusal(&state, &client, &refusal, None).await;
+            return;
+        }
+    };
+    let name = match SyntheticNames::in_range(orig.ip()) {
+        true => state.synthetic.name_for(orig.ip()),
+        false => None,
+    };
+    let redirected = Redirected { orig, name };
+    let wait = state.limits.header_timeout;
+    match peek_first(&stream, wait).await {
+        Peeked::Gone => {}
+        Peeked::Http => {
+            let redirected = Some(Arc::new(redirected));
+            conn::serve_connection(stream, peer, state, done, upstream, redirected).await
+        }
+        Peeked::Tunnel(first) => {
+            tunnel_redirected(stream, peer, redirected, first, state, done).await
+        }
+    }
+}
+
+/// Judge a redirected connection as `CONNECT NAME:PORT`, then open its tunnel or close it.
+async fn tunnel_redirected(
+    stream: TcpStream,
+    peer: SocketAddr,
+    redirected: Redirected,
+    first: FirstBytes,
+    state: Arc<State>,
+    done: mpsc::Sender<()>,
+) {
+    let client = Client::new(peer, Asked::Connect).via(Via::Transparent);
+    let target = redirected.target();
+    // The address stands for one name: a server name naming another is domain fronting.
+    if let (
+        Some(name),
+        FirstBytes::Tls {
+            server_name: Some(sni),
+        },
+    ) = (&redirected.name, &first)
+    {
+        if HostName::parse(sni).ok().as_ref() != Some(name) {
+            let refusal = Refusal::new(Reason::HostMismatch, name.to_string(), target.port)
+                .with_detail(format!(
+                    "server name {sni} is not {name}, the name this address stands for"
+                ));
+            audit_refusal(&state, &client, &refusal, None).await;
+            return;
+        }
+    }
+    let req = match Request::builder()
+        .method(Method::CONNECT)
+        .uri(redirected.authority())
+        .body(())
+    {
+        Ok(req) => req,
+        Err(e) => {
+            let refusal = Refusal::malformed(format!("unreadable original destination: {e}"));
+            audit_refusal(&state, &client, &refusal, None).await;
+            return;
+        }
+    };
+    let approved = match judge::judge(&req, &state, &client).await {
+        Ok(approved) => approved,
+        Err(Stop::Denied(refusal)) => return audit_refusal(&state, &client, &refusal, None).await,
+        Err(Stop::Failed(failure)) => {
+            count(&state, &client, Outcome::Failed);
+            tracing::info!(request_id = %client.request_id, "{}", failure.message);
+            return;
+        }
+    };
+    let tunnels = approved.policies.org.tunnels();
+    if let Some(decision) = judge_first_bytes(&first, &approved.target, tunnels) {
+        if let Verdict::Deny(reason) | Verdict::WouldDeny(reason) = decision.verdict {
+            let refusal = Refusal::from_decision(&decision, reason, &approved.target)
+                .in_session(&approved.session);
+            return audit_refusal(&state, &client, &refusal, None).await;
+        }
+    }
+    count_approved(&state, &client, &approved);
+    tunnel::open_redirected(stream, approved, state, client, done).await;
+}

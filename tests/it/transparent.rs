@@ -1,0 +1,126 @@
+//! The transparent listener (docs/reference/confinement.md): connections redirected to
+//! it by nftables are judged by their original destination, through the same judge,
+//! answers and audit records as the explicit proxy (`"via": "transparent"`).
+//!
+//! Needs root, `unshare` and `nft`: the test runs `tests/fixtures/transparent/harness.py`
+//! in a network namespace of its own (loopback only, two TEST-NET-3 origin addresses on
+//! `lo`), where a client that ignores every proxy connects to the origins directly.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::proxy::binary;
+use crate::support::unique_temp_dir;
+
+/// Why the namespace tests cannot run here, if they cannot.
+pub fn jail_tools_missing() -> Option<String> {
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("needs root (network namespaces and nftables)".into());
+    }
+    for tool in ["unshare", "nft", "ip"] {
+        let found = Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {tool}"))
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return Some(format!(
+                "needs `{tool}` (apt-get install nftables iproute2)"
+            ));
+        }
+    }
+    None
+}
+
+fn run_harness() -> Value {
+    let work = unique_temp_dir("transparent");
+    let out = Command::new("unshare")
+        .arg("--net")
+        .arg("--")
+        .arg("python3")
+        .arg(Path::new("tests/fixtures/transparent/harness.py"))
+        .arg(binary())
+        .arg(&work)
+        .output()
+        .expect("run the harness");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let proxy_log = std::fs::read_to_string(work.join("proxy.err")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "harness failed: {}\n{stdout}\n{}\nproxy:\n{proxy_log}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!("harness output is not JSON ({e}): {stdout}\nproxy:\n{proxy_log}")
+    })
+}
+
+#[test]
+fn redirected_connections_are_judged_by_their_original_destination() {
+    if let Some(why) = jail_tools_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let r = run_harness();
+    let audit = r["audit"].as_array().unwrap().clone();
+    let ctx = format!("{r:#}");
+    // An address the policy allows, over plain HTTP, with the proxy ignored by the client.
+    assert_eq!(r["allowed_ip"], "HTTP/1.1 200 OK", "{ctx}");
+    assert_eq!(
+        r["accepted"]["203.0.113.5:80"], 1,
+        "only the allowed request arrived: {ctx}"
+    );
+    // A name never rescues a literal address: a Host naming another authority.
+    assert_eq!(
+        r["host_names_another_authority"], "HTTP/1.1 403 Egress denied: host_mismatch",
+        "{ctx}"
+    );
+    // The organization covers 203.0.113.0/24, the request level only .5: refused, and the
+    // refused origin is reachable when not redirected, so the probe works.
+    assert_eq!(
+        r["ip_not_in_request_policy"], "HTTP/1.1 403 Egress denied: not_in_request_policy",
+        "{ctx}"
+    );
+    assert_eq!(r["accepted"]["203.0.113.6:80"], 0, "{ctx}");
+    assert_eq!(r["direct_to_refused_origin"], "HTTP/1.1 200 OK", "{ctx}");
+    // TLS: a server name for an IP-literal destination is refused before upstream is
+    // dialed; a hello without one (not required off port 443) is relayed unchanged.
+    assert_eq!(r["tls_sni_on_ip_target"], "closed", "{ctx}");
+    assert_eq!(r["accepted"]["203.0.113.5:8443"], 1, "{ctx}");
+    assert!(
+        r["received"]["203.0.113.5:8443"].as_u64().unwrap() > 100,
+        "the hello was relayed: {ctx}"
+    );
+
+    let events: Vec<(String, String, String, String)> = audit
+        .iter()
+        .map(|a| {
+            let s = |k: &str| a[k].as_str().unwrap_or("-").to_string();
+            (s("event"), s("method"), s("reason"), s("via"))
+        })
+        .collect();
+    let want = [
+        ("egress.allowed", "GET", "-", "transparent"),
+        ("egress.denied", "GET", "host_mismatch", "transparent"),
+        (
+            "egress.denied",
+            "GET",
+            "not_in_request_policy",
+            "transparent",
+        ),
+        ("egress.denied", "CONNECT", "sni_mismatch", "transparent"),
+        ("egress.allowed", "CONNECT", "-", "transparent"),
+    ];
+    let want: Vec<(String, String, String, String)> = want
+        .iter()
+        .map(|(a, b, c, d)| (a.to_string(), b.to_string(), c.to_string(), d.to_string()))
+        .collect();
+    assert_eq!(events, want, "{ctx}");
+    let hosts: Vec<&str> = audit.iter().map(|a| a["host"].as_str().unwrap()).collect();
+    let five = "203.0.113.5";
+    assert_eq!(hosts, [five, five, "203.0.113.6", five, five], "{ctx}");
+}
