@@ -77,31 +77,41 @@ pub async fn forward(
     let head_up = parts.method.as_str().len() + parts.uri.path().len() + head_len(&parts.headers);
     up_bytes.fetch_add(head_up as u64, Ordering::Relaxed);
     let upstream_req = Request::from_parts(parts, body);
-
-    let (resp, lease) = match upstream.send(&approved.addrs, upstream_req).await {
+    let request_id = client.request_id.clone();
+    // From here the request may reach upstream: its allowed record is written however
+    // the exchange ends (the client gone before the answer included), exactly once.
+    let mut record = AllowedRecord {
+        state,
+        client,
+        approved,
+        url,
+        up: up_bytes,
+        dialed: None,
+        armed: true,
+    };
+    let (resp, lease) = match upstream.send(&record.approved.addrs, upstream_req).await {
         Ok(sent) => sent,
         Err(e) => {
-            let failure = upstream_failure(&e, &approved);
-            tracing::info!(request_id = %client.request_id, error = %e, "{}", failure.message);
-            return answer::fail(&failure, &client.request_id);
+            let failure = upstream_failure(&e, &record.approved);
+            tracing::info!(request_id = %request_id, error = %e, "{}", failure.message);
+            if let SendError::Dial(_) = e {
+                // Nothing reached upstream: a failure, not an allowed connection.
+                record.armed = false;
+            }
+            return answer::fail(&failure, &request_id);
         }
     };
-    state
+    record
+        .state
         .metrics
-        .observe_first_byte(approved.decided_at.elapsed());
+        .observe_first_byte(record.approved.decided_at.elapsed());
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    let dialed = lease.addr().addr();
-    let on_done: Box<dyn FnOnce(u64) + Send + Sync> = Box::new(move |down| {
-        let up = up_bytes.load(Ordering::Relaxed);
-        state.metrics.bytes_up.inc_by(up);
-        state.metrics.bytes_down.inc_by(down);
-        audit_allowed(&state, &client, &approved, dialed, url, (up, down));
-    });
+    record.dialed = Some(lease.addr().addr());
     let body = Metered {
         inner: body,
         down: head_len(&parts.headers) as u64,
-        on_done: Some(on_done),
+        record: Some(record),
         ended: false,
         lease: Some((lease, upstream.clone())),
     };
@@ -184,13 +194,47 @@ fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
     }
 }
 
-/// A response body that counts the bytes it carries and reports the total once, when it
-/// ends or is dropped (the client went away), for the allowed-connection audit record.
-/// Its upstream connection goes back to the pool only if the body was read to its end.
+/// The allowed record of one forwarded request and its byte counts, written once: when
+/// its response body ends or is dropped, or, when no response came (upstream failed
+/// after the request went out, or the client went away first), when this is dropped.
+struct AllowedRecord {
+    state: Arc<State>,
+    client: Client,
+    approved: Approved,
+    url: Option<String>,
+    up: Arc<AtomicU64>,
+    /// The address the request went to, once known.
+    dialed: Option<std::net::SocketAddr>,
+    armed: bool,
+}
+
+impl AllowedRecord {
+    fn write(&mut self, down: u64) {
+        if !std::mem::take(&mut self.armed) {
+            return;
+        }
+        let up = self.up.load(Ordering::Relaxed);
+        let metrics = &self.state.metrics;
+        metrics.bytes_up.inc_by(up);
+        metrics.bytes_down.inc_by(down);
+        let (state, client, approved) = (&self.state, &self.client, &self.approved);
+        audit_allowed(state, client, approved, self.dialed, self.url.take(), (up, down));
+    }
+}
+
+impl Drop for AllowedRecord {
+    fn drop(&mut self) {
+        self.write(0);
+    }
+}
+
+/// A response body that counts the bytes it carries and writes the allowed record once,
+/// when it ends or is dropped (the client went away). Its upstream connection goes back
+/// to the pool only if the body was read to its end.
 struct Metered {
     inner: Incoming,
     down: u64,
-    on_done: Option<Box<dyn FnOnce(u64) + Send + Sync>>,
+    record: Option<AllowedRecord>,
     ended: bool,
     lease: Option<(Lease, Arc<Upstream>)>,
 }
@@ -227,8 +271,8 @@ impl HttpBody for Metered {
 
 impl Drop for Metered {
     fn drop(&mut self) {
-        if let Some(done) = self.on_done.take() {
-            done(self.down);
+        if let Some(mut record) = self.record.take() {
+            record.write(self.down);
         }
         if let Some((lease, pool)) = self.lease.take() {
             // hyper stops polling a body of known length after its last byte, so the end

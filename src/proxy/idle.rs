@@ -47,12 +47,8 @@ impl Activity {
         }
     }
 
-    /// Wrap `inner` so that reads and writes through it count as activity.
-    pub fn watch<S>(&self, inner: S) -> Watched<S> {
-        self.watch_counting(inner, Arc::default())
-    }
-
-    /// As [`watch`](Self::watch), adding the bytes read to `read`.
+    /// Wrap `inner` so that reads and writes through it count as activity, adding the
+    /// bytes read from it to `read`.
     pub fn watch_counting<S>(&self, inner: S, read: Arc<AtomicU64>) -> Watched<S> {
         Watched {
             inner,
@@ -79,12 +75,6 @@ pub struct Watched<S> {
 impl<S> Watched<S> {
     pub fn get_ref(&self) -> &S {
         &self.inner
-    }
-
-    /// The count of bytes read, shared: it stays readable after the stream is handed
-    /// on with [`into_parts`](Self::into_parts) and keeps counting there.
-    pub fn counter(&self) -> Arc<AtomicU64> {
-        self.read.clone()
     }
 
     /// The stream and its byte count, for a copy loop that counts by itself.
@@ -141,7 +131,7 @@ mod tests {
     async fn idle_fires_only_after_quiet_time() {
         let activity = Activity::new();
         let (a, mut b) = tokio::io::duplex(64);
-        let mut a = activity.watch(a);
+        let mut a = activity.watch_counting(a, Arc::default());
         let idle = activity.clone();
         let watchdog = tokio::spawn(async move { idle.idle_for(Duration::from_secs(10)).await });
         for _ in 0..3 {

@@ -38,6 +38,7 @@ pub struct Approved {
 
 /// Judge `req`: Ok with the approved addresses, or why it stops.
 pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Result<Approved, Stop> {
+    request::head_within(req, state.limits.max_header_bytes)?;
     let target = request::target(req)?;
     if state.audit.refusing() {
         // Nothing goes through unrecorded (docs/reference/audit-log.md).

@@ -128,7 +128,7 @@ pub fn audit_allowed(
     state: &State,
     client: &Client,
     approved: &Approved,
-    dialed: SocketAddr,
+    dialed: Option<SocketAddr>,
     url: Option<String>,
     bytes: (u64, u64),
 ) {
@@ -147,7 +147,7 @@ pub fn audit_allowed(
     rec.rule = approved.decision.rule.as_deref().map(str::to_owned);
     rec.policy_level = Some(approved.decision.level.as_str());
     rec.shared_hosting = approved.decision.shared_hosting;
-    rec.resolved_ip = Some(dialed.ip().to_string());
+    rec.resolved_ip = dialed.map(|d| d.ip().to_string());
     rec.bytes_up = Some(bytes.0);
     rec.bytes_down = Some(bytes.1);
     state.audit.write_detached(rec);

@@ -11,6 +11,27 @@ use super::refusal::Refusal;
 /// The header a client uses to narrow one request.
 pub const NETWORK_POLICY_HEADER: &str = "x-network-policy";
 
+/// Refuse a request head larger than `max` bytes (`--max-header-bytes`, 431). The first
+/// head of a connection is measured before hyper reads it (`super::preflight`); this
+/// holds the later heads of a kept-alive connection to the same limit, counting the
+/// request target and every header as they appear on the wire.
+pub fn head_within<B>(req: &Request<B>, max: usize) -> Result<(), Refusal> {
+    let uri = req.uri();
+    let target = uri.path_and_query().map_or(0, |p| p.as_str().len())
+        + uri.authority().map_or(0, |a| a.as_str().len())
+        + uri.scheme_str().map_or(0, |s| s.len() + 3);
+    let mut size = req.method().as_str().len() + target + 12;
+    for (name, value) in req.headers() {
+        size += name.as_str().len() + value.len() + 4;
+    }
+    if size > max {
+        return Err(Refusal::head_too_large(format!(
+            "request head larger than {max} bytes"
+        )));
+    }
+    Ok(())
+}
+
 /// The destination of a request: an absolute-form `http://` URL, or a `CONNECT`
 /// authority. Refuses anything else with `invalid_request`, a host that does not
 /// survive normalisation with `invalid_host`, and a `Host` header naming another

@@ -81,6 +81,51 @@ async fn prepare(approved: &Approved, state: &State, client: &Client) -> Result<
     })
 }
 
+/// The allowed record of one approved tunnel, written exactly once: with the bytes it
+/// carried when it ends, or, should its task be dropped first (its client gone before
+/// the tunnel opened), when this is dropped. A refusal after the approval (a limit, the
+/// first bytes) disarms it, having written its own record.
+struct TunnelRecord {
+    state: Arc<State>,
+    client: Client,
+    approved: Approved,
+    dialed: Option<CheckedAddr>,
+    up: Arc<AtomicU64>,
+    down: Arc<AtomicU64>,
+    armed: bool,
+}
+
+impl TunnelRecord {
+    fn new(state: Arc<State>, client: Client, approved: Approved) -> TunnelRecord {
+        TunnelRecord {
+            state,
+            client,
+            approved,
+            dialed: None,
+            up: Arc::default(),
+            down: Arc::default(),
+            armed: true,
+        }
+    }
+
+    fn write(&mut self) {
+        if !std::mem::take(&mut self.armed) {
+            return;
+        }
+        let (up, down) = (self.up.load(Ordering::Relaxed), self.down.load(Ordering::Relaxed));
+        self.state.metrics.bytes_up.inc_by(up);
+        self.state.metrics.bytes_down.inc_by(down);
+        let dialed = self.dialed.map(|d| d.addr());
+        audit_allowed(&self.state, &self.client, &self.approved, dialed, None, (up, down));
+    }
+}
+
+impl Drop for TunnelRecord {
+    fn drop(&mut self) {
+        self.write();
+    }
+}
+
 /// Dial the approved destination, answer 200, then relay bytes both ways once the
 /// client's connection is handed over.
 pub async fn open(
@@ -90,13 +135,20 @@ pub async fn open(
     client: Client,
     done: mpsc::Sender<()>,
 ) -> Response<Body> {
-    let opened = match prepare(&approved, &state, &client).await {
+    let mut record = TunnelRecord::new(state, client, approved);
+    let opened = match prepare(&record.approved, &record.state, &record.client).await {
         Ok(opened) => opened,
-        Err(NotOpened::Refused(refusal)) => return answer::refuse(&refusal, &client.request_id),
-        Err(NotOpened::Failed(failure)) => return answer::fail(&failure, &client.request_id),
+        Err(stopped) => {
+            record.armed = false;
+            let id = &record.client.request_id;
+            return match stopped {
+                NotOpened::Refused(refusal) => answer::refuse(&refusal, id),
+                NotOpened::Failed(failure) => answer::fail(&failure, id),
+            };
+        }
     };
     let downstream = Downstream::Connect(hyper::upgrade::on(&mut req));
-    tokio::spawn(relay(downstream, opened, approved, state, client, done));
+    tokio::spawn(relay(downstream, opened, record, done));
     Response::new(answer::empty())
 }
 
@@ -110,9 +162,10 @@ pub(crate) async fn open_redirected(
     client: Client,
     done: mpsc::Sender<()>,
 ) {
-    if let Ok(opened) = prepare(&approved, &state, &client).await {
-        let downstream = Downstream::Redirected(stream);
-        relay(downstream, opened, approved, state, client, done).await;
+    let mut record = TunnelRecord::new(state, client, approved);
+    match prepare(&record.approved, &record.state, &record.client).await {
+        Ok(opened) => relay(Downstream::Redirected(stream), opened, record, done).await,
+        Err(_) => record.armed = false,
     }
 }
 
@@ -131,9 +184,7 @@ enum Downstream {
 async fn relay(
     downstream: Downstream,
     opened: Opened,
-    approved: Approved,
-    state: Arc<State>,
-    client: Client,
+    mut record: TunnelRecord,
     done: mpsc::Sender<()>,
 ) {
     let Opened {
@@ -142,13 +193,15 @@ async fn relay(
         upstream,
         dialed,
     } = opened;
+    record.dialed = Some(dialed);
+    let state = record.state.clone();
     let mut phase = state.phase.subscribe();
     // The idle clock starts when the tunnel opens, so a tunnel where nobody speaks
     // closes after the idle timeout, not after the first-bytes wait plus it.
     let activity = Activity::new();
-    let mut upstream = activity.watch(upstream);
-    let down = upstream.counter();
-    let up = Arc::new(AtomicU64::new(0));
+    let mut upstream = activity.watch_counting(upstream, record.down.clone());
+    let up = record.up.clone();
+    let (client, approved) = (&record.client, &record.approved);
     let limits = &state.limits;
     let work = async {
         match downstream {
@@ -160,7 +213,7 @@ async fn relay(
                         return Ok(());
                     }
                 };
-                let mut downstream = activity.watch_counting(TokioIo::new(upgraded), up.clone());
+                let mut downstream = activity.watch_counting(TokioIo::new(upgraded), up);
                 // The policies the CONNECT was decided with, not those in force now: a
                 // reload between the two must not judge one tunnel by two policies.
                 let (target, tunnels) = (&approved.target, approved.policies.org.tunnels());
@@ -175,7 +228,7 @@ async fn relay(
                 }
             }
             Downstream::Redirected(stream) => {
-                let downstream = activity.watch_counting(stream, up.clone());
+                let downstream = activity.watch_counting(stream, up);
                 if let Err(e) = relay::tcp_both_ways(downstream, upstream, &activity).await {
                     tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
                 }
@@ -193,13 +246,12 @@ async fn relay(
         // DELETE, expiry or a revoking reload ends the session and its tunnels.
         _ = until_ended(approved.session.as_deref()) => Ok(()),
     };
-    if let Err(refusal) = outcome {
-        audit_refusal(&state, &client, &refusal, None).await;
-    } else {
-        let (up, down) = (up.load(Ordering::Relaxed), down.load(Ordering::Relaxed));
-        state.metrics.bytes_up.inc_by(up);
-        state.metrics.bytes_down.inc_by(down);
-        audit_allowed(&state, &client, &approved, dialed.addr(), None, (up, down));
+    match outcome {
+        Err(refusal) => {
+            record.armed = false;
+            audit_refusal(&state, &record.client, &refusal, None).await;
+        }
+        Ok(()) => record.write(),
     }
     drop((open, slot, done));
 }

@@ -65,3 +65,30 @@ async fn connect_to_allowed_name_on_unlisted_port_is_port_not_allowed() {
     assert_single_denial(&resp, &want, &proxy).await;
     assert_eq!(origin.connections(), 0, "{}", proxy.diagnostics());
 }
+
+/// An allowed `CONNECT` whose client leaves without reading the 200 was still dialed
+/// upstream: it is recorded, once, like every allowed tunnel.
+#[tokio::test]
+async fn a_tunnel_whose_client_leaves_at_once_is_still_recorded() {
+    use tokio::io::AsyncWriteExt;
+
+    let origin = crate::support::origin::Origin::start().await;
+    let proxy = crate::support::proxy::ProxyBuilder::standard(origin.port())
+        .audit_allowed()
+        .start()
+        .await;
+    for _ in 0..5 {
+        let mut client = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+        let head = format!(
+            "CONNECT allowed.test:{0} HTTP/1.1\r\nHost: allowed.test:{0}\r\n\r\n",
+            origin.port()
+        );
+        client.write_all(head.as_bytes()).await.unwrap();
+        drop(client);
+    }
+    let records = proxy.expect_audit_count(5).await;
+    for record in &records {
+        assert_eq!(record["method"], "CONNECT", "{record}");
+        assert_eq!(record["event"], "egress.allowed", "{record}");
+    }
+}

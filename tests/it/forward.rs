@@ -173,3 +173,82 @@ async fn chunked_request_body_is_reframed_intact() {
     assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
     assert_eq!(origin.requests()[0].body, b"hello world");
 }
+
+/// An origin on loopback that reads one request head, then waits `hold` and either
+/// closes without an answer or answers 200.
+async fn holding_origin(hold: std::time::Duration, answer: bool) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                tokio::time::sleep(hold).await;
+                if answer {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                        .await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// Nothing gets through unrecorded: an allowed request that reached upstream is
+/// recorded even when the client leaves before the answer, or upstream fails after
+/// taking the request.
+#[tokio::test]
+async fn an_allowed_request_is_recorded_however_its_exchange_ends() {
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt;
+
+    use crate::support::proxy::AUDIT_TIMEOUT;
+
+    // The client goes away before the answer.
+    let slow = holding_origin(Duration::from_millis(700), true).await;
+    let org = crate::support::org::Org::standard(slow.port());
+    let proxy = crate::support::proxy::ProxyBuilder::new(org.to_toml())
+        .policy(crate::support::org::allowlist_json(&["allowed.test"]))
+        .pin("allowed.test")
+        .audit_allowed()
+        .start()
+        .await;
+    let mut client = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let head = format!(
+        "GET http://allowed.test:{0}/gone HTTP/1.1\r\nHost: allowed.test:{0}\r\n\r\n",
+        slow.port()
+    );
+    client.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    drop(client);
+    let record = proxy
+        .wait_audit(|r| r["event"] == "egress.allowed", AUDIT_TIMEOUT + Duration::from_secs(1))
+        .await;
+    assert_eq!(record["url"], format!("http://allowed.test:{}/gone", slow.port()));
+    assert_eq!(record["via"], "proxy");
+
+    // Upstream takes the request, then closes without answering: 502, and recorded.
+    let dead = holding_origin(Duration::from_millis(10), false).await;
+    let org = crate::support::org::Org::standard(dead.port());
+    let proxy = crate::support::proxy::ProxyBuilder::new(org.to_toml())
+        .policy(crate::support::org::allowlist_json(&["allowed.test"]))
+        .pin("allowed.test")
+        .audit_allowed()
+        .start()
+        .await;
+    let url = format!("http://allowed.test:{}/dropped", dead.port());
+    let resp = crate::support::client::get_via_proxy(proxy.addr, &url, &[]).await;
+    assert_eq!(resp.status, 502, "{resp:?}");
+    let record = proxy.single_audit().await;
+    assert_eq!(record["event"], "egress.allowed", "{record}");
+    assert_eq!(record["url"], url);
+}

@@ -312,3 +312,24 @@ async fn a_hard_limit_below_what_max_connections_needs_is_warned_at_start() {
         "{stderr}"
     );
 }
+
+/// `--max-header-bytes` holds for every head of a kept-alive connection, not only the
+/// first (which is measured before hyper reads it).
+#[tokio::test]
+async fn a_later_oversized_head_on_a_kept_alive_connection_is_431_too() {
+    let origin = Origin::start().await;
+    let proxy = proxy_with(&origin, &["--max-header-bytes", "4096"]).await;
+    let mut conn = Conn::open(proxy.addr).await;
+    let authority = format!("allowed.test:{}", origin.port());
+    assert_eq!(conn.get(&authority, "/").await.status, 200);
+    let big = "a".repeat(6000);
+    conn.send(
+        format!("GET http://{authority}/big HTTP/1.1\r\nHost: {authority}\r\nX-Big: {big}\r\n\r\n")
+            .as_bytes(),
+    )
+    .await;
+    let resp = conn.read_response().await;
+    assert_eq!(resp.status, 431, "{resp:?}\n{}", proxy.diagnostics());
+    assert_eq!(resp.header("x-egress-denied"), Some("invalid_request"));
+    assert_eq!(origin.hits(), 1, "the oversized request did not reach upstream");
+}
