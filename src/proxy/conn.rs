@@ -4,6 +4,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use hyper::body::Incoming;
@@ -14,7 +15,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::record::{audit_refusal, count, count_approved, plain_url, Asked, Client};
+use super::record::{
+    audit_refusal, audit_refusal_detached, count, count_approved, plain_url, Asked, Client,
+};
 use super::refusal::{Limit, Refusal, Stop};
 use super::state::{Phase, State};
 use super::transparent::Redirected;
@@ -52,22 +55,27 @@ pub(crate) async fn serve_connection(
     }
     let io = TokioIo::new(stream);
     let svc_state = state.clone();
+    // Requests hyper handed on: each records itself.
+    let dispatched = Arc::new(AtomicUsize::new(0));
+    let counted = dispatched.clone();
     let service = service_fn(move |req: Request<Incoming>| {
         let state = svc_state.clone();
         let done = done.clone();
         let upstream = upstream.clone();
         let redirected = redirected.clone();
-        async move {
-            let req = match &redirected {
-                None => req,
-                Some(to) => aimed(req, to),
-            };
-            let via = match redirected {
-                None => Via::Proxy,
-                Some(_) => Via::Transparent,
-            };
-            Ok::<_, Infallible>(handle(req, peer, via, state, done, &upstream).await)
-        }
+        counted.fetch_add(1, Ordering::Relaxed);
+        let req = match &redirected {
+            None => req,
+            Some(to) => aimed(req, to),
+        };
+        let via = match redirected {
+            None => Via::Proxy,
+            Some(_) => Via::Transparent,
+        };
+        // Made before the work is: hyper may drop the work before it first runs.
+        let client = Client::new(peer, Asked::of(&req)).via(via);
+        let unanswered = Unanswered::new(state, client, req.uri());
+        async move { Ok::<_, Infallible>(handle(req, unanswered, done, &upstream).await) }
     });
     let mut builder = http1::Builder::new();
     builder
@@ -93,6 +101,14 @@ pub(crate) async fn serve_connection(
         } else {
             tracing::debug!(client = %peer, error = %e, "connection ended with an error");
         }
+    }
+    if dispatched.load(Ordering::Relaxed) == 0 {
+        // The preflight saw a complete first head, but hyper handed nothing on: a client
+        // that sends a head and closes at once can be read as closed before its request
+        // is dispatched. The attempt is recorded all the same.
+        let client = Client::new(peer, Asked::BeforeRequest);
+        let refusal = Refusal::malformed("the client closed before its request was answered");
+        audit_refusal(&state, &client, &refusal, None).await;
     }
 }
 
@@ -145,34 +161,79 @@ fn aimed<B>(req: Request<B>, to: &Redirected) -> Request<B> {
 /// One request: judge it, then forward, tunnel, or refuse.
 async fn handle(
     req: Request<Incoming>,
-    peer: SocketAddr,
-    via: Via,
-    state: Arc<State>,
+    mut unanswered: Unanswered,
     done: mpsc::Sender<()>,
     upstream: &Arc<pool::Upstream>,
 ) -> Response<Body> {
-    let client = Client::new(peer, Asked::of(&req)).via(via);
-    let approved = match judge::judge(&req, &state, &client).await {
+    let state = unanswered.state.clone();
+    let judged = judge::judge(&req, &state, unanswered.client()).await;
+    let approved = match judged {
         Ok(approved) => approved,
         Err(stop) => {
+            let client = unanswered.client();
             match &stop {
                 Stop::Denied(refusal) => {
                     // Boxed: the wait for room in the audit queue stays out of every
                     // request's future (moved by memcpy per request); a denial pays
                     // one allocation instead.
-                    Box::pin(audit_refusal(&state, &client, refusal, plain_url(&req))).await
+                    Box::pin(audit_refusal(&state, client, refusal, plain_url(&req))).await
                 }
                 Stop::Failed(failure) => {
-                    count(&state, &client, Outcome::Failed);
+                    count(&state, client, Outcome::Failed);
                     tracing::info!(request_id = %client.request_id, "{}", failure.message)
                 }
             }
-            return answer::stop(&stop, &client.request_id);
+            return answer::stop(&stop, &unanswered.answered().request_id);
         }
     };
+    // From here the tunnel's or the forwarded request's own record is written however
+    // it ends.
+    let client = unanswered.answered();
     count_approved(&state, &client, &approved);
     match client.asked {
         Asked::Connect => tunnel::open(req, approved, state, client, done).await,
         _ => forward::forward(req, approved, state, client, upstream).await,
+    }
+}
+
+/// A request hyper handed on, until its answer or its own record takes over: hyper may
+/// drop the request's work (even before it first runs) when the client closes before
+/// the answer, and the attempt is then recorded here: `invalid_request`, "the client
+/// closed before its request was answered".
+struct Unanswered {
+    state: Arc<State>,
+    /// `None` once answered.
+    client: Option<Client>,
+    /// The target, for a plain request's `url` (a cheap clone, no string built).
+    uri: Option<hyper::Uri>,
+}
+
+impl Unanswered {
+    fn new(state: Arc<State>, client: Client, uri: &hyper::Uri) -> Unanswered {
+        let uri = (client.asked != Asked::Connect).then(|| uri.clone());
+        Unanswered {
+            state,
+            client: Some(client),
+            uri,
+        }
+    }
+
+    fn client(&self) -> &Client {
+        self.client.as_ref().expect("a request is answered once")
+    }
+
+    /// The request is answered, or handed to code that records it: disarmed.
+    fn answered(&mut self) -> Client {
+        self.client.take().expect("a request is answered once")
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            let refusal = Refusal::malformed("the client closed before its request was answered");
+            let url = self.uri.take().map(|u| u.to_string());
+            audit_refusal_detached(&self.state, &client, &refusal, url);
+        }
     }
 }

@@ -218,7 +218,14 @@ impl AllowedRecord {
         metrics.bytes_up.inc_by(up);
         metrics.bytes_down.inc_by(down);
         let (state, client, approved) = (&self.state, &self.client, &self.approved);
-        audit_allowed(state, client, approved, self.dialed, self.url.take(), (up, down));
+        audit_allowed(
+            state,
+            client,
+            approved,
+            self.dialed,
+            self.url.take(),
+            (up, down),
+        );
     }
 }
 

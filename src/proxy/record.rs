@@ -107,6 +107,20 @@ pub async fn audit_refusal(state: &State, client: &Client, refusal: &Refusal, ur
         .await;
 }
 
+/// [`audit_refusal`] from code that cannot wait (a drop): queued at once, or by a task
+/// that waits for room. Never dropped.
+pub fn audit_refusal_detached(
+    state: &State,
+    client: &Client,
+    refusal: &Refusal,
+    url: Option<String>,
+) {
+    count(state, client, Outcome::Denied(refusal.reason));
+    state
+        .audit
+        .write_detached(refusal_record(client, refusal, "egress.denied", url));
+}
+
 /// Write the `egress.would_deny` record of a denial report mode let through (it is
 /// counted with the allowed request).
 pub async fn audit_would_deny(

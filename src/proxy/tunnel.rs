@@ -112,11 +112,21 @@ impl TunnelRecord {
         if !std::mem::take(&mut self.armed) {
             return;
         }
-        let (up, down) = (self.up.load(Ordering::Relaxed), self.down.load(Ordering::Relaxed));
+        let (up, down) = (
+            self.up.load(Ordering::Relaxed),
+            self.down.load(Ordering::Relaxed),
+        );
         self.state.metrics.bytes_up.inc_by(up);
         self.state.metrics.bytes_down.inc_by(down);
         let dialed = self.dialed.map(|d| d.addr());
-        audit_allowed(&self.state, &self.client, &self.approved, dialed, None, (up, down));
+        audit_allowed(
+            &self.state,
+            &self.client,
+            &self.approved,
+            dialed,
+            None,
+            (up, down),
+        );
     }
 }
 

@@ -231,9 +231,15 @@ async fn an_allowed_request_is_recorded_however_its_exchange_ends() {
     tokio::time::sleep(Duration::from_millis(150)).await;
     drop(client);
     let record = proxy
-        .wait_audit(|r| r["event"] == "egress.allowed", AUDIT_TIMEOUT + Duration::from_secs(1))
+        .wait_audit(
+            |r| r["event"] == "egress.allowed",
+            AUDIT_TIMEOUT + Duration::from_secs(1),
+        )
         .await;
-    assert_eq!(record["url"], format!("http://allowed.test:{}/gone", slow.port()));
+    assert_eq!(
+        record["url"],
+        format!("http://allowed.test:{}/gone", slow.port())
+    );
     assert_eq!(record["via"], "proxy");
 
     // Upstream takes the request, then closes without answering: 502, and recorded.

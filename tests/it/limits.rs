@@ -331,5 +331,9 @@ async fn a_later_oversized_head_on_a_kept_alive_connection_is_431_too() {
     let resp = conn.read_response().await;
     assert_eq!(resp.status, 431, "{resp:?}\n{}", proxy.diagnostics());
     assert_eq!(resp.header("x-egress-denied"), Some("invalid_request"));
-    assert_eq!(origin.hits(), 1, "the oversized request did not reach upstream");
+    assert_eq!(
+        origin.hits(),
+        1,
+        "the oversized request did not reach upstream"
+    );
 }
