@@ -39,7 +39,7 @@ pub enum JailError {
         package: &'static str,
         source: io::Error,
     },
-    #[error("`{command}` failed ({status}): {stderr} (needs CAP_NET_ADMIN)")]
+    #[error("`{command}` failed ({status}): {stderr}")]
     ToolFailed {
         command: String,
         status: ExitStatus,
