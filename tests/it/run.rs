@@ -252,12 +252,17 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     found
 }
 
-/// Wait until `pid` has a descendant (the jail's init), and return it.
-pub fn wait_for_child(pid: u32) -> u32 {
+/// Wait until `run` (`pid`) has started the jail's init (not one of the `ip` or `nft`
+/// it runs before), and return its pid.
+pub fn wait_for_init(pid: u32) -> u32 {
     let started = Instant::now();
     loop {
-        if let Some(first) = descendants(pid).first() {
-            return *first;
+        let init = descendants(pid).into_iter().find(|child| {
+            std::fs::read(format!("/proc/{child}/cmdline"))
+                .is_ok_and(|line| line.split(|b| *b == 0).any(|arg| arg == b"__jail-init"))
+        });
+        if let Some(init) = init {
+            return init;
         }
         assert!(
             started.elapsed() < RUN_TIMEOUT,

@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::{alive, descendants, finish, require_jail, wait_for_child, wait_for_file, Jailed};
+use super::{alive, descendants, finish, require_jail, wait_for_file, wait_for_init, Jailed};
 
 #[tokio::test]
 async fn run_passes_sigterm_to_cmd_and_its_rules_hold_after_cmd_tried_to_flush_them() {
@@ -22,7 +22,7 @@ async fn run_passes_sigterm_to_cmd_and_its_rules_hold_after_cmd_tried_to_flush_t
         .expect("spawn run");
     let run_pid = child.id();
     let (init, listing, routes) = tokio::task::spawn_blocking(move || {
-        let init = wait_for_child(run_pid);
+        let init = wait_for_init(run_pid);
         wait_for_file(&ready, &mut child);
         let enter = |args: &[&str]| {
             let out = Command::new("nsenter")
@@ -69,7 +69,7 @@ async fn kill_9_of_run_leaves_no_process_namespace_or_mount() {
         .expect("spawn run");
     let run_pid = child.id();
     let (jail, netns) = tokio::task::spawn_blocking(move || {
-        let init = wait_for_child(run_pid);
+        let init = wait_for_init(run_pid);
         wait_for_file(&ready, &mut child);
         let netns = std::fs::read_link(format!("/proc/{init}/ns/net")).expect("the jail's netns");
         let jail = descendants(run_pid);
