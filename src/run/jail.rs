@@ -127,6 +127,7 @@ fn make(ports: Ports) -> Result<JailSockets, JailError> {
         what: "network",
         source,
     })?;
+    pass_net_admin_on();
     tool("ip", "iproute2", &["link", "set", "lo", "up"], None)?;
     let route = ["route", "add", "default", "dev", "lo", "src", "127.0.0.1"];
     tool("ip", "iproute2", &route, None)?;
@@ -173,6 +174,20 @@ fn start_and_wait(init: Init, started: &mpsc::Sender<Result<Started, JailError>>
         let _ = child.kill();
     }
     let _ = exit_tx.send(child.wait());
+}
+
+/// Without root (`run` given CAP_SYS_ADMIN and CAP_NET_ADMIN by file capabilities),
+/// `ip` and `nft` would start with none: raise CAP_NET_ADMIN into this thread's ambient
+/// set, which the processes it starts inherit. (The jail's init clears it for CMD.) A
+/// failure shows as theirs.
+fn pass_net_admin_on() {
+    use caps::{CapSet, Capability};
+    if nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let cap = Capability::CAP_NET_ADMIN;
+    let _ = caps::raise(None, CapSet::Inheritable, cap)
+        .and_then(|()| caps::raise(None, CapSet::Ambient, cap));
 }
 
 /// Run `program` (iproute2's `ip`, `nft`) from this thread, so inside its namespace,

@@ -119,3 +119,51 @@ async fn run_runs_cmd_as_user_then_sudo_uid() {
     assert_eq!(out.code(), Some(0), "{out}");
     assert_eq!(out.stdout, "4321\n4322\n", "{out}");
 }
+
+#[tokio::test]
+async fn run_without_root_but_with_the_two_capabilities_confines_cmd() {
+    require_jail!();
+    if super::which("setcap").is_none() || super::which("setpriv").is_none() {
+        eprintln!("skipped: `setcap` (libcap2-bin) or `setpriv` (util-linux) is not installed");
+        return;
+    }
+    // A copy of the binary with file capabilities, run as nobody.
+    let jailed = Jailed::standard(80);
+    let dir = jailed.dir.clone();
+    let binary = dir.join("egress-proxy");
+    std::fs::copy(crate::support::proxy::binary(), &binary).expect("copy the binary");
+    let setcap = Command::new("setcap")
+        .arg("cap_sys_admin,cap_net_admin+ep")
+        .arg(&binary)
+        .status();
+    assert!(setcap.is_ok_and(|s| s.success()), "setcap");
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o777);
+    std::fs::set_permissions(&dir, mode).unwrap();
+    let inner = jailed.command(&[
+        "sh",
+        "-c",
+        "id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; ip route; nft list ruleset; echo nft=$?",
+    ]);
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&binary)
+        .args(inner.get_args())
+        .output()
+        .expect("setpriv");
+    let _ = std::fs::remove_file(&binary);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.starts_with("65534\n"), "{stdout}");
+    assert!(
+        stdout.contains("CapEff:\t0000000000000000") && stdout.contains("NoNewPrivs:\t1"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("default dev lo"),
+        "in the jail's namespace: {stdout}"
+    );
+    assert!(!stdout.contains("nft=0"), "{stdout}\n{stderr}");
+}
