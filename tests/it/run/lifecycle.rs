@@ -56,6 +56,37 @@ async fn run_passes_sigterm_to_cmd_and_its_rules_hold_after_cmd_tried_to_flush_t
 }
 
 #[tokio::test]
+async fn run_passes_sighup_and_sigint_to_cmd_and_does_not_reload() {
+    require_jail!();
+    for (signal, code) in [("HUP", 11), ("INT", 12)] {
+        let jailed = Jailed::standard(80);
+        let ready = jailed.dir.join("ready");
+        let script = format!(
+            "trap 'exit {code}' {signal}; touch {}; sleep 30 & wait",
+            ready.display()
+        );
+        let audit = jailed.audit_path();
+        let mut child = jailed
+            .command(&["sh", "-c", &script])
+            .spawn()
+            .expect("spawn run");
+        let out = tokio::task::spawn_blocking(move || {
+            wait_for_file(&ready, &mut child);
+            let sent = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(child.id().to_string())
+                .status();
+            assert!(sent.is_ok_and(|s| s.success()));
+            finish(child, &audit)
+        })
+        .await
+        .unwrap();
+        assert_eq!(out.code(), Some(code), "SIG{signal} reaches CMD: {out}");
+        assert!(!out.stderr.contains("reload"), "{out}");
+    }
+}
+
+#[tokio::test]
 async fn kill_9_of_run_leaves_no_process_namespace_or_mount() {
     require_jail!();
     let mounts_before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
