@@ -1,5 +1,6 @@
 //! Command-line argument types (clap derive). No logic lives here.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -26,6 +27,16 @@ pub enum Command {
     Lint(LintArgs),
     /// Audit log tools.
     Audit(AuditArgs),
+    /// Run a command in a network whose only way out is the proxy (Linux, root or
+    /// CAP_SYS_ADMIN and CAP_NET_ADMIN). Exit: the command's status (128+N for signal N);
+    /// 125 run's own error, 126 not executable, 127 not found.
+    Run(RunArgs),
+    /// Print the nftables ruleset that confines a pod's network namespace to a sidecar
+    /// proxy (apply it with `nft -f -` in an init container).
+    Rules(RulesArgs),
+    /// Internal: the first process in `run`'s jail, started by `run` itself.
+    #[command(name = "__jail-init", hide = true)]
+    JailInit(JailInitArgs),
 }
 
 #[derive(Debug, Args)]
@@ -232,4 +243,84 @@ pub enum SummaryFormat {
     Text,
     Json,
     Html,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The organization policy (TOML): the widest set of destinations CMD may reach.
+    #[arg(long, value_name = "FILE", default_value = "policies/org.toml")]
+    pub org: PathBuf,
+
+    /// A request policy (JSON `network_policy`) applied to everything CMD does; it may
+    /// only narrow the organization policy.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+
+    /// Where to write the audit log (JSON Lines); `-` for standard output, which CMD's
+    /// own output shares: give a file to keep them apart.
+    #[arg(long, value_name = "PATH", default_value = "-")]
+    pub audit_log: String,
+
+    /// Also write one audit record per allowed connection.
+    #[arg(long)]
+    pub audit_allowed: bool,
+
+    /// Pin a name to an address, like curl's --resolve (repeatable): HOST=IP.
+    #[arg(long, value_name = "HOST=IP")]
+    pub resolve: Vec<String>,
+
+    /// Send the proxy's DNS queries to this server (IP:PORT) instead of the system's.
+    #[arg(long, value_name = "IP:PORT")]
+    pub dns_server: Option<SocketAddr>,
+
+    /// Run CMD as this user (uid and primary gid; GROUP instead of the primary group)
+    /// [default: SUDO_UID/SUDO_GID under sudo, else the caller].
+    #[arg(long, value_name = "USER[:GROUP]")]
+    pub user: Option<String>,
+
+    /// No namespace: only set CMD's proxy environment. NOT a boundary: CMD can reach the
+    /// network directly.
+    #[arg(long)]
+    pub env_only: bool,
+
+    /// The command and its arguments, after `--`.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    /// The proxy's uid: its own traffic is exempt (it dials upstream).
+    #[arg(long, value_name = "UID")]
+    pub proxy_uid: u32,
+
+    /// Where redirected TCP connections go (`serve --transparent-listen 127.0.0.1:PORT`).
+    #[arg(long, value_name = "PORT", default_value_t = crate::run::rules::TRANSPARENT_PORT,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub transparent_port: u16,
+
+    /// Where DNS queries go, UDP and TCP (`serve --dns-listen 127.0.0.1:PORT`).
+    #[arg(long, value_name = "PORT", default_value_t = crate::run::rules::DNS_PORT,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub dns_port: u16,
+}
+
+/// `__jail-init`'s arguments, written by `run`.
+#[derive(Debug, Args)]
+pub struct JailInitArgs {
+    /// CMD's uid.
+    #[arg(long)]
+    pub uid: u32,
+
+    /// CMD's gid (and only group).
+    #[arg(long)]
+    pub gid: u32,
+
+    /// `run --env-only`: switch to CMD's user and supervise it, nothing else.
+    #[arg(long)]
+    pub env_only: bool,
+
+    /// CMD and its arguments.
+    #[arg(required = true, last = true)]
+    pub command: Vec<OsString>,
 }

@@ -34,6 +34,8 @@
 //! - `metrics`: the Prometheus metrics, counted on the request path without locks.
 //! - [`serve`]: `serve` start-up: loading policies, binding (proxy and admin listeners),
 //!   SIGHUP, shutdown and flush.
+//! - [`run`]: `run` (a command in a network namespace whose only way out is the proxy:
+//!   the jail, its first process, the nftables rulesets) and `rules` (the sidecar's).
 //! - [`check`]: `check`: deciding targets offline with the proxy's decision code.
 //! - [`lint`]: `lint`: rules over policy files -> findings -> text, JSON or SARIF.
 //! - [`summary`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML.
@@ -59,6 +61,7 @@ pub(crate) mod metrics;
 pub(crate) mod net;
 pub mod policy;
 pub(crate) mod proxy;
+pub mod run;
 pub mod serve;
 pub(crate) mod session;
 pub mod summary;

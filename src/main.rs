@@ -1,5 +1,6 @@
 //! The `egress-proxy` binary: parse the command line, start logging, dispatch, and map
-//! the outcome to an exit code (0 ok, 1 denied or findings, 2 error).
+//! the outcome to an exit code (0 ok, 1 denied or findings, 2 error; `run` exits with its
+//! command's status, 125-127 for its own errors).
 
 #![forbid(unsafe_code)]
 
@@ -17,16 +18,27 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            // Help and version are not errors; every usage error is exit 2.
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            // Help and version are not errors; every usage error is exit 2, except
+            // `run`'s: 125, which CMD's own status cannot be mistaken for.
+            let run = std::env::args_os()
+                .nth(1)
+                .is_some_and(|a| a == "run" || a == "__jail-init");
+            let usage = if run { 125 } else { 2 };
+            return ExitCode::from(if e.use_stderr() { usage } else { 0 });
         }
+    };
+    // `run`'s standard error is CMD's too: only warnings and errors by default.
+    let default_log = if matches!(cli.command, Command::Run(_)) {
+        "warn"
+    } else {
+        "info"
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("EGRESS_PROXY_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log)),
         )
         .init();
     match cli.command {
@@ -36,6 +48,12 @@ fn main() -> ExitCode {
         Command::Audit(args) => match args.command {
             AuditCommand::Summarize(args) => summarize(&args),
         },
+        Command::Run(args) => ExitCode::from(egress_proxy::run::main(args)),
+        Command::Rules(args) => match emit(&egress_proxy::run::rules(&args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(code) => code,
+        },
+        Command::JailInit(args) => ExitCode::from(egress_proxy::run::init_main(args)),
     }
 }
 

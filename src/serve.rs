@@ -118,6 +118,25 @@ pub async fn serve(
     listeners: Option<Listeners>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), StartError> {
+    serve_with(config, listeners, shutdown, Options::default()).await
+}
+
+/// What `run` changes in [`serve`].
+#[derive(Debug, Default)]
+pub struct Options {
+    /// Leave SIGHUP alone (`run` passes it to its command) rather than reload on it.
+    pub keep_sighup: bool,
+    /// Told once the proxy serves, when the `listening on` line is printed.
+    pub ready: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// [`serve`] with [`Options`].
+pub async fn serve_with(
+    config: ServeConfig,
+    listeners: Option<Listeners>,
+    shutdown: impl std::future::Future<Output = ()>,
+    options: Options,
+) -> Result<(), StartError> {
     let args = &config;
     raise_open_files_limit(args.limits.max_connections);
     let policies = load::load_strict(&args.org, args.policy.as_deref())?;
@@ -190,7 +209,9 @@ pub async fn serve(
     ));
     // Installed before the `listening` line, so a SIGHUP from then on reloads (the
     // default action of SIGHUP would end the process).
-    tokio::spawn(reload_on_sighup(reloader.clone(), signal("SIGHUP")?));
+    if !options.keep_sighup {
+        tokio::spawn(reload_on_sighup(reloader.clone(), signal("SIGHUP")?));
+    }
     tokio::spawn(reopen_on_sigusr1(state.audit.clone(), signal("SIGUSR1")?));
     tokio::spawn(expire_sessions(state.clone()));
     if let Some((admin_listener, admin_addr)) = admin_listener {
@@ -212,6 +233,9 @@ pub async fn serve(
         .map_err(|source| StartError::Workers { workers, source })?;
     tracing::info!(workers, "worker threads started");
     eprintln!("egress-proxy: listening on {local}");
+    if let Some(ready) = options.ready {
+        let _ = ready.send(());
+    }
     server.run(shutdown).await;
     // Connections and tunnels are gone; what they queued is written before the writer ends.
     audit_closer.close();

@@ -165,7 +165,15 @@ pub(crate) async fn serve_redirected(
     upstream: Arc<pool::Upstream>,
 ) {
     let _ = stream.set_nodelay(true);
+    // A connection made to the listener itself was not redirected: it has nowhere to go.
+    let not_redirected = |orig: SocketAddr| stream.local_addr().is_ok_and(|l| l == orig);
     let orig = match original_dst(&stream) {
+        Ok(orig) if not_redirected(orig) => {
+            let client = Client::new(peer, Asked::BeforeRequest).via(Via::Transparent);
+            let refusal = Refusal::malformed("a connection to the transparent listener itself");
+            audit_refusal(&state, &client, &refusal, None).await;
+            return;
+        }
         Ok(orig) => orig,
         Err(e) => {
             // Not redirected (connected to the listener directly): nothing to judge by.

@@ -25,6 +25,8 @@ mod reason_phrase;
 mod reliability;
 mod reload;
 mod report;
+#[cfg(target_os = "linux")]
+mod run;
 mod summary;
 mod support_selftest;
 mod timeouts;

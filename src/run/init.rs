@@ -1,0 +1,185 @@
+//! `__jail-init`: the jail's first process (PID 1 of its PID namespace, inside the
+//! network namespace), started by `run` from the jail's thread. It finishes CMD's
+//! confinement, starts CMD, passes signals on, reaps, and exits with CMD's status; when it
+//! exits, the kernel kills whatever is left in the jail. With `--env-only` it only
+//! switches to CMD's user and supervises (no namespace, nothing dropped).
+//!
+//! Confinement, in order: the mount namespace ([`super::mounts`]); the capability
+//! bounding set cleared; CMD's groups, gid and uid; every other capability set cleared;
+//! `no_new_privs`; SIGKILL as the parent-death signal.
+
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+
+use caps::{CapSet, Capability};
+use nix::errno::Errno;
+use nix::spawn::{posix_spawnp, PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
+use nix::sys::prctl;
+use nix::sys::signal::{kill, SigSet, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{setgroups, setresgid, setresuid, Gid, Pid, Uid};
+
+use super::jail::PROXY_PORT;
+use super::{mounts, signals};
+use crate::cli::JailInitArgs;
+
+/// Exit status for init's own failures (`run`'s own errors).
+const OWN_ERROR: u8 = 125;
+
+type Result<T> = std::result::Result<T, String>;
+
+/// Confine, start CMD, supervise it; the process's exit code.
+pub fn main(args: JailInitArgs) -> u8 {
+    // `run` started this process with the passed signals blocked already (a PID 1 drops
+    // a signal it has no handler for); SIGCHLD joins them.
+    let signals = match signals::Signals::block(true) {
+        Ok(s) => s,
+        Err(e) => return fail(format!("cannot block signals: {e}")),
+    };
+    if let Err(e) = prctl::set_pdeathsig(Signal::SIGKILL) {
+        return fail(format!("cannot set the parent-death signal: {e}"));
+    }
+    let confined = if args.env_only {
+        switch_user(&args)
+    } else {
+        confine(&args)
+    };
+    if let Err(e) = confined {
+        return fail(format!("cannot confine the command: {e}"));
+    }
+    // Had `run` died before the parent-death signal was set, nothing would kill this
+    // process; the proxy's listening socket is gone with it.
+    if !listening(PROXY_PORT) {
+        return fail("the proxy is gone".to_string());
+    }
+    let cmd = match spawn(&args.command) {
+        Ok(pid) => pid,
+        Err(code) => return code,
+    };
+    supervise(cmd, &signals)
+}
+
+fn fail(message: String) -> u8 {
+    eprintln!("egress-proxy: run: error: {message}");
+    OWN_ERROR
+}
+
+/// Everything but starting CMD; the first failure stops it (CMD never runs unconfined).
+fn confine(args: &JailInitArgs) -> Result<()> {
+    mounts::set_up()?;
+    if caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP).unwrap_or(false) {
+        caps::clear(None, CapSet::Bounding).map_err(|e| format!("bounding set: {e}"))?;
+    } else if args.uid == 0 {
+        return Err("cannot clear the bounding set: missing CAP_SETPCAP".into());
+    }
+    switch_user(args)?;
+    for set in [
+        CapSet::Ambient,
+        CapSet::Inheritable,
+        CapSet::Effective,
+        CapSet::Permitted,
+    ] {
+        caps::clear(None, set).map_err(|e| format!("capabilities ({set:?}): {e}"))?;
+    }
+    prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
+    Ok(())
+}
+
+/// CMD's gid as its only group, then its uid. A change of either clears the
+/// parent-death signal: it is set again.
+fn switch_user(args: &JailInitArgs) -> Result<()> {
+    let (uid, gid) = (Uid::from_raw(args.uid), Gid::from_raw(args.gid));
+    if caps::has_cap(None, CapSet::Effective, Capability::CAP_SETGID).unwrap_or(false) {
+        setgroups(&[gid]).map_err(|e| format!("setgroups: {e}"))?;
+    }
+    if gid != Gid::current() || gid != Gid::effective() {
+        setresgid(gid, gid, gid).map_err(|e| format!("setgid {gid}: {e} (needs CAP_SETGID)"))?;
+    }
+    if uid != Uid::current() || uid != Uid::effective() {
+        setresuid(uid, uid, uid).map_err(|e| format!("setuid {uid}: {e} (needs CAP_SETUID)"))?;
+    }
+    prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("parent-death signal: {e}"))
+}
+
+/// Start CMD with this process's environment, an empty signal mask and default
+/// dispositions (this process blocks signals and ignores SIGPIPE; a child would inherit
+/// both). Not started: 127 when it is not found, 126 when it cannot be executed.
+fn spawn(command: &[std::ffi::OsString]) -> std::result::Result<Pid, u8> {
+    let c = |s: &OsStr| CString::new(s.as_bytes()).map_err(|_| "a NUL byte".to_string());
+    let prepared = (|| -> Result<_> {
+        let argv = command.iter().map(|a| c(a)).collect::<Result<Vec<_>>>()?;
+        let envp = std::env::vars_os()
+            .map(|(k, v)| c(&[k.as_os_str(), v.as_os_str()].join(OsStr::new("="))))
+            .collect::<Result<Vec<_>>>()?;
+        let mut attr = PosixSpawnAttr::init().map_err(|e| e.to_string())?;
+        let mut defaults = SigSet::all();
+        defaults.remove(Signal::SIGKILL);
+        defaults.remove(Signal::SIGSTOP);
+        attr.set_sigmask(&SigSet::empty())
+            .map_err(|e| e.to_string())?;
+        attr.set_sigdefault(&defaults).map_err(|e| e.to_string())?;
+        let flags =
+            PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF;
+        attr.set_flags(flags).map_err(|e| e.to_string())?;
+        let actions = PosixSpawnFileActions::init().map_err(|e| e.to_string())?;
+        Ok((argv, envp, attr, actions))
+    })();
+    let (argv, envp, attr, actions) =
+        prepared.map_err(|e| fail(format!("cannot start the command: {e}")))?;
+    let Some(program) = argv.first() else {
+        return Err(fail("no command".to_string()));
+    };
+    posix_spawnp(program, &actions, &attr, &argv, &envp).map_err(|errno| {
+        let name = command[0].to_string_lossy();
+        eprintln!("egress-proxy: run: {name}: {}", errno.desc());
+        if errno == Errno::ENOENT {
+            127
+        } else {
+            126
+        }
+    })
+}
+
+/// Pass SIGINT, SIGTERM and SIGHUP to CMD, reap every child (orphans are reparented to
+/// this process), and return CMD's status once it exits: its code, or 128+N for signal N.
+fn supervise(cmd: Pid, signals: &signals::Signals) -> u8 {
+    loop {
+        // CMD may have exited before its SIGCHLD could be read: reap first.
+        loop {
+            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == cmd => return code as u8,
+                Ok(WaitStatus::Signaled(pid, signal, _)) if pid == cmd => {
+                    return 128u8.wrapping_add(signal as u8)
+                }
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(_) => continue,
+            }
+        }
+        let info = match signals.next() {
+            Ok(info) => info,
+            Err(e) => {
+                let _ = kill(cmd, Signal::SIGKILL);
+                return fail(format!("cannot read signals: {e}"));
+            }
+        };
+        if info.ssi_signo != Signal::SIGCHLD as u32 && signals::sent_by_a_process(&info) {
+            if let Ok(signal) = Signal::try_from(info.ssi_signo as i32) {
+                let _ = kill(cmd, signal);
+            }
+        }
+    }
+}
+
+/// Whether a socket listens on 127.0.0.1:`port` in this network namespace
+/// (`/proc/self/net/tcp`: local address in hex, state `0A` for listening).
+fn listening(port: u16) -> bool {
+    let wanted = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/self/net/tcp").is_ok_and(|table| {
+        table.lines().skip(1).any(|line| {
+            let mut fields = line.split_whitespace().skip(1);
+            let local = fields.next();
+            let state = fields.nth(1);
+            local == Some(wanted.as_str()) && state == Some("0A")
+        })
+    })
+}

@@ -1,0 +1,293 @@
+//! `run`'s orchestration: flags to a [`ServeConfig`], the privileges, the jail (or the
+//! environment alone with `--env-only`), serving, CMD's status.
+
+use std::ffi::OsString;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus};
+
+use caps::{CapSet, Capability};
+use clap::{Args, FromArgMatches};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::{getegid, geteuid, Pid};
+use tokio::sync::oneshot;
+
+use super::env::{self, Ids, UserError};
+use super::jail::{Init, Jail, JailError, JailSockets, PROXY_PORT};
+use super::rules::Ports;
+use super::signals::Signals;
+use crate::cli::{RunArgs, ServeArgs};
+use crate::config::{ConfigError, ServeConfig};
+use crate::serve::{self, Listeners, StartError};
+
+/// Why `run` stopped on its own account.
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    #[error("{0}")]
+    Flags(String),
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    User(#[from] UserError),
+    #[error(
+        "missing privileges: {0} (run needs root, or CAP_SYS_ADMIN and CAP_NET_ADMIN; \
+         --env-only sets only the environment, which is not a boundary)"
+    )]
+    Privileges(String),
+    #[error("{0}")]
+    Jail(#[from] JailError),
+    #[error("{0}")]
+    Start(#[from] StartError),
+    #[error("cannot serve the jail's sockets: {0}")]
+    Listen(io::Error),
+    #[error("cannot block signals: {0}")]
+    Signals(nix::Error),
+    #[error("cannot start the runtime: {0}")]
+    Runtime(io::Error),
+    #[error("cannot wait for the command: {0}")]
+    Wait(io::Error),
+    #[error("the proxy stopped while the command ran")]
+    ProxyStopped,
+    #[error("cannot start the command's first process: {0}")]
+    Spawn(io::Error),
+}
+
+/// CMD started: its (or the jail's init's) PID and its exit status to come.
+struct Running {
+    pid: u32,
+    exit: oneshot::Receiver<io::Result<ExitStatus>>,
+}
+
+pub fn main(args: RunArgs) -> u8 {
+    match run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("egress-proxy: run: error: {e}");
+            125
+        }
+    }
+}
+
+fn run(args: RunArgs) -> Result<u8, RunError> {
+    let config = serve_config(&args)?;
+    let sudo = if geteuid().is_root() {
+        (
+            std::env::var("SUDO_UID").ok(),
+            std::env::var("SUDO_GID").ok(),
+        )
+    } else {
+        (None, None)
+    };
+    let ids = env::command_ids(args.user.as_deref(), sudo)?;
+    let cmd_env = env::command_env(std::env::vars_os());
+    // Before any thread starts, so that every thread inherits the mask.
+    let signals = Signals::block(false).map_err(RunError::Signals)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)?;
+    let (uid, gid) = (ids.uid.to_string(), ids.gid.to_string());
+    let mut init_args: Vec<OsString> = ["--uid", &uid, "--gid", &gid, "--"]
+        .map(OsString::from)
+        .to_vec();
+    init_args.extend(args.command);
+    if args.env_only {
+        eprintln!(
+            "egress-proxy: run: warning: --env-only: CMD only has the proxy in its environment; \
+             this is NOT a boundary: it can still reach the network directly"
+        );
+        let start = move || start_unconfined(init_args, cmd_env);
+        return runtime.block_on(serve_then(config, None, start, signals));
+    }
+    let missing = missing_capabilities(ids);
+    if !missing.is_empty() {
+        return Err(RunError::Privileges(missing.join(", ")));
+    }
+    let (jail, sockets) = Jail::create(Ports::default())?;
+    runtime.block_on(async move {
+        let listeners = hand_over(sockets).map_err(RunError::Listen)?;
+        let start = move || {
+            let started = jail.start(Init {
+                args: init_args,
+                env: cmd_env,
+            })?;
+            Ok(Running {
+                pid: started.pid,
+                exit: started.exit,
+            })
+        };
+        serve_then(config, Some(listeners), start, signals).await
+    })
+}
+
+/// `serve`'s configuration for `run`: the explicit proxy on 127.0.0.1:3128, the policy
+/// flags as given, no admin API, every other setting at `serve`'s default.
+fn serve_config(args: &RunArgs) -> Result<ServeConfig, RunError> {
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
+    let mut argv: Vec<OsString> = vec!["run".into(), "--org".into(), args.org.clone().into()];
+    argv.extend(["--listen".into(), listen.to_string().into()]);
+    argv.extend(["--audit-log".into(), args.audit_log.clone().into()]);
+    if let Some(policy) = &args.policy {
+        argv.extend(["--policy".into(), policy.clone().into()]);
+    }
+    if args.audit_allowed {
+        argv.push("--audit-allowed".into());
+    }
+    for pin in &args.resolve {
+        argv.extend(["--resolve".into(), pin.into()]);
+    }
+    if let Some(dns) = args.dns_server {
+        argv.extend(["--dns-server".into(), dns.to_string().into()]);
+    }
+    let flags = |e: clap::Error| RunError::Flags(e.to_string());
+    let matches = ServeArgs::augment_args(clap::Command::new("run"))
+        .try_get_matches_from(argv)
+        .map_err(flags)?;
+    let serve_args = ServeArgs::from_arg_matches(&matches).map_err(flags)?;
+    Ok(ServeConfig::from_args(serve_args)?)
+}
+
+/// The capabilities the jail needs that this process lacks: the namespaces, mounts and
+/// rules always; switching CMD's user when it is not ours; clearing the bounding set of
+/// a root CMD.
+fn missing_capabilities(ids: Ids) -> Vec<&'static str> {
+    use Capability::*;
+    let mut needed = vec![
+        (CAP_SYS_ADMIN, "CAP_SYS_ADMIN"),
+        (CAP_NET_ADMIN, "CAP_NET_ADMIN"),
+    ];
+    if ids.uid != geteuid().as_raw() {
+        needed.push((CAP_SETUID, "CAP_SETUID"));
+    }
+    if ids.gid != getegid().as_raw() {
+        needed.push((CAP_SETGID, "CAP_SETGID"));
+    }
+    if ids.uid == 0 {
+        needed.push((CAP_SETPCAP, "CAP_SETPCAP"));
+    }
+    needed
+        .into_iter()
+        .filter(|(cap, _)| !caps::has_cap(None, CapSet::Effective, *cap).unwrap_or(false))
+        .map(|(_, name)| name)
+        .collect()
+}
+
+/// Tokio's listeners for the sockets bound in the jail: the explicit proxy and the
+/// transparent listener.
+///
+/// The DNS sockets are bound in the jail and the ruleset sends queries to their port,
+/// but `serve` does not take them yet (the DNS listener comes with the same issue):
+/// closed here, a DNS query gets no answer, so names resolve only through the explicit
+/// proxy until it is wired in.
+fn hand_over(sockets: JailSockets) -> io::Result<Listeners> {
+    let JailSockets {
+        proxy,
+        transparent,
+        dns_udp,
+        dns_tcp,
+    } = sockets;
+    drop((dns_udp, dns_tcp));
+    proxy.set_nonblocking(true)?;
+    transparent.set_nonblocking(true)?;
+    Ok(Listeners {
+        proxy: tokio::net::TcpListener::from_std(proxy)?,
+        admin: None,
+        transparent: Some(tokio::net::TcpListener::from_std(transparent)?),
+    })
+}
+
+/// Serve; once serving, `start` CMD and pass it the signals; when it exits, stop serving
+/// and flush the audit log; CMD's status as `run`'s exit code.
+async fn serve_then(
+    config: ServeConfig,
+    listeners: Option<Listeners>,
+    start: impl FnOnce() -> Result<Running, RunError>,
+    signals: Signals,
+) -> Result<u8, RunError> {
+    let (ready, is_ready) = oneshot::channel();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let options = serve::Options {
+        keep_sighup: true,
+        ready: Some(ready),
+    };
+    let shutdown = async {
+        let _ = stopped.await;
+    };
+    let serving = serve::serve_with(config, listeners, shutdown, options);
+    tokio::pin!(serving);
+    tokio::select! {
+        biased;
+        result = &mut serving => return Err(result.err().map_or(RunError::ProxyStopped, RunError::Start)),
+        _ = is_ready => {}
+    }
+    let running = match start() {
+        Ok(running) => running,
+        Err(e) => {
+            let _ = stop.send(());
+            let _ = serving.await;
+            return Err(e);
+        }
+    };
+    if let Err(e) = signals.forward_to(running.pid) {
+        tracing::warn!(error = %e, "signals will not be passed to the command");
+    }
+    let mut exit = running.exit;
+    let status = tokio::select! {
+        biased;
+        status = &mut exit => status,
+        result = &mut serving => {
+            // The proxy is CMD's only way out: without it, CMD does not go on.
+            let _ = kill(Pid::from_raw(running.pid as i32), Signal::SIGKILL);
+            let _ = exit.await;
+            return Err(result.err().map_or(RunError::ProxyStopped, RunError::Start));
+        }
+    };
+    let _ = stop.send(());
+    serving.await?;
+    let status = status
+        .map_err(|_| RunError::Wait(io::Error::other("the waiting thread ended")))?
+        .map_err(RunError::Wait)?;
+    Ok(exit_code(status))
+}
+
+/// The code `run` exits with for this status of CMD (or of the jail's init, which exits
+/// with CMD's).
+fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code as u8,
+        (None, Some(signal)) => 128u8.wrapping_add(signal as u8),
+        (None, None) => 125,
+    }
+}
+
+/// `--env-only`: the same first process (`__jail-init --env-only`), started here: it
+/// switches to CMD's user and supervises CMD, with no namespace.
+fn start_unconfined(
+    init_args: Vec<OsString>,
+    cmd_env: Vec<(OsString, OsString)>,
+) -> Result<Running, RunError> {
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg("__jail-init")
+        .arg("--env-only")
+        .args(init_args)
+        .env_clear()
+        .envs(cmd_env);
+    let (spawned_tx, spawned) = std::sync::mpsc::channel();
+    let (exit_tx, exit) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("egress-command".into())
+        .spawn(move || match cmd.spawn() {
+            Err(e) => drop(spawned_tx.send(Err(e))),
+            Ok(mut child) => {
+                let _ = spawned_tx.send(Ok(child.id()));
+                let _ = exit_tx.send(child.wait());
+            }
+        })
+        .map_err(RunError::Spawn)?;
+    let pid = spawned
+        .recv()
+        .map_err(|_| RunError::Spawn(io::Error::other("the starting thread ended")))?
+        .map_err(RunError::Spawn)?;
+    Ok(Running { pid, exit })
+}

@@ -1,0 +1,66 @@
+//! `egress-proxy run`: CMD in a network whose only way out is the proxy, and `rules`, the
+//! same confinement for a pod. docs/guides/confinement.md is the guide.
+//!
+//! `run` validates its flags, picks CMD's user, blocks the signals it passes on, then
+//! makes the jail (`jail`: a network namespace holding only loopback, the ruleset, the
+//! proxy's listening sockets bound in it). The proxy serves those sockets from the host's
+//! namespace (it dials upstream from there). Once it serves, the jail's first process
+//! (`init`) starts in a PID namespace inside, confines itself further and runs CMD.
+//! When CMD exits, serving stops, the audit log is flushed, and `run` exits with CMD's
+//! status.
+
+pub mod rules;
+
+#[cfg(target_os = "linux")]
+mod env;
+#[cfg(target_os = "linux")]
+mod init;
+#[cfg(target_os = "linux")]
+mod jail;
+#[cfg(target_os = "linux")]
+mod launch;
+#[cfg(target_os = "linux")]
+mod mounts;
+#[cfg(target_os = "linux")]
+mod signals;
+
+use crate::cli::{JailInitArgs, RulesArgs, RunArgs};
+
+/// `egress-proxy rules`: the sidecar ruleset for these flags.
+pub fn rules(args: &RulesArgs) -> String {
+    rules::sidecar(
+        args.proxy_uid,
+        rules::Ports {
+            transparent: args.transparent_port,
+            dns: args.dns_port,
+        },
+    )
+}
+
+/// `egress-proxy run`: CMD's status (128+N for a signal N), 125 for `run`'s own errors
+/// (the message is printed), 126 when CMD cannot be executed, 127 when it is not found.
+pub fn main(args: RunArgs) -> u8 {
+    #[cfg(target_os = "linux")]
+    {
+        launch::main(args)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = args;
+        eprintln!("egress-proxy: run: error: run needs Linux (network namespaces)");
+        125
+    }
+}
+
+/// `__jail-init`, the jail's first process (started by `run` only).
+pub fn init_main(args: JailInitArgs) -> u8 {
+    #[cfg(target_os = "linux")]
+    {
+        init::main(args)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = args;
+        125
+    }
+}
