@@ -215,10 +215,7 @@ async fn an_allowed_request_is_recorded_however_its_exchange_ends() {
 
     // The client goes away before the answer.
     let slow = holding_origin(Duration::from_millis(700), true).await;
-    let org = crate::support::org::Org::standard(slow.port());
-    let proxy = crate::support::proxy::ProxyBuilder::new(org.to_toml())
-        .policy(crate::support::org::allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
+    let proxy = ProxyBuilder::standard(slow.port())
         .audit_allowed()
         .start()
         .await;
@@ -244,15 +241,12 @@ async fn an_allowed_request_is_recorded_however_its_exchange_ends() {
 
     // Upstream takes the request, then closes without answering: 502, and recorded.
     let dead = holding_origin(Duration::from_millis(10), false).await;
-    let org = crate::support::org::Org::standard(dead.port());
-    let proxy = crate::support::proxy::ProxyBuilder::new(org.to_toml())
-        .policy(crate::support::org::allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
+    let proxy = ProxyBuilder::standard(dead.port())
         .audit_allowed()
         .start()
         .await;
     let url = format!("http://allowed.test:{}/dropped", dead.port());
-    let resp = crate::support::client::get_via_proxy(proxy.addr, &url, &[]).await;
+    let resp = get_via_proxy(proxy.addr, &url, &[]).await;
     assert_eq!(resp.status, 502, "{resp:?}");
     let record = proxy.single_audit().await;
     assert_eq!(record["event"], "egress.allowed", "{record}");
