@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UdpSocket};
 
 use crate::admin::{self, reload::Reloader, Admin};
 use crate::audit::AuditLog;
@@ -45,6 +45,8 @@ pub enum StartError {
         workers: usize,
         source: std::io::Error,
     },
+    #[error("cannot start the DNS listener: {0}")]
+    Dns(std::io::Error),
     #[error("cannot install the {signal} handler: {source}")]
     Signal {
         signal: &'static str,
@@ -82,6 +84,30 @@ async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError>
 pub struct Listeners {
     pub proxy: TcpListener,
     pub admin: Option<TcpListener>,
+    /// The DNS listener: UDP and TCP, normally on one address.
+    pub dns: Option<(UdpSocket, TcpListener)>,
+}
+
+/// How many times a DNS listener on port 0 tries for a port free for both UDP and TCP.
+const DNS_BIND_TRIES: usize = 16;
+
+/// Bind the DNS listener on `addr`, UDP and TCP on the same port (on port 0, one the
+/// system picks for UDP that is free for TCP too).
+pub async fn bind_dns(addr: SocketAddr) -> Result<(UdpSocket, TcpListener), StartError> {
+    let fail = |source| StartError::Bind { addr, source };
+    let mut tries = 0;
+    loop {
+        let udp = UdpSocket::bind(addr).await.map_err(fail)?;
+        let port = udp.local_addr().map_err(fail)?.port();
+        match TcpListener::bind(SocketAddr::new(addr.ip(), port)).await {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(e) if addr.port() == 0 && tries + 1 < DNS_BIND_TRIES => {
+                tracing::debug!(port, error = %e, "the DNS port is taken for TCP, trying another");
+                tries += 1;
+            }
+            Err(source) => return Err(fail(source)),
+        }
+    }
 }
 
 /// Bind the listeners the flags name.
@@ -91,7 +117,11 @@ async fn bind_listeners(config: &ServeConfig) -> Result<Listeners, StartError> {
         Some(admin) => Some(bind(admin.listen).await?.0),
         None => None,
     };
-    Ok(Listeners { proxy, admin })
+    let dns = match config.dns_listen {
+        Some(addr) => Some(bind_dns(addr).await?),
+        None => None,
+    };
+    Ok(Listeners { proxy, admin, dns })
 }
 
 /// `egress-proxy serve`: run the proxy until SIGTERM or SIGINT; every audit record is
@@ -135,6 +165,20 @@ pub async fn serve(
         }
         None => None,
     };
+    let dns_listener = match listeners.dns {
+        Some((udp, tcp)) => {
+            let fail = |source| StartError::Bind {
+                addr: args.dns_listen.unwrap_or(args.listen),
+                source,
+            };
+            let addrs = [
+                udp.local_addr().map_err(fail)?,
+                tcp.local_addr().map_err(fail)?,
+            ];
+            Some((udp, tcp, addrs))
+        }
+        None => None,
+    };
     let listener = listeners.proxy;
     let (audit, writer) = AuditLog::open(&args.audit_log, args.audit_failure)
         .await
@@ -149,6 +193,7 @@ pub async fn serve(
     let metrics = Arc::new(Metrics::new());
     let mut listeners = vec![local];
     listeners.extend(admin_listener.as_ref().map(|(_, addr)| *addr));
+    listeners.extend(dns_listener.iter().flat_map(|(_, _, addrs)| *addrs));
     let own = crate::net::local::own_addresses(&listeners);
     let state = Arc::new(State {
         policies: RwLock::new(Arc::new(policies)),
@@ -184,12 +229,23 @@ pub async fn serve(
         eprintln!("egress-proxy: admin API on {admin_addr}");
         tokio::spawn(admin::serve(admin_listener, admin));
     }
+    let dns = match dns_listener {
+        Some((udp, tcp, [addr, _])) => {
+            let thread = crate::dns::start(udp, tcp, state.clone()).map_err(StartError::Dns)?;
+            eprintln!("egress-proxy: DNS listener on {addr}");
+            Some(thread)
+        }
+        None => None,
+    };
     let workers = args.workers.unwrap_or_else(proxy::workers::default_workers);
     let server = proxy::Server::start(listener, state, workers)
         .map_err(|source| StartError::Workers { workers, source })?;
     tracing::info!(workers, "worker threads started");
     eprintln!("egress-proxy: listening on {local}");
     server.run(shutdown).await;
+    if let Some(dns) = dns {
+        dns.join().await;
+    }
     // Connections and tunnels are gone; what they queued is written before the writer ends.
     audit_closer.close();
     match tokio::time::timeout(Duration::from_secs(10), writer).await {

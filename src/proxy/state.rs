@@ -54,7 +54,6 @@ pub struct State {
     pub phase: watch::Sender<Phase>,
     /// The synthetic addresses the DNS listener hands out, which the transparent
     /// listener maps back to names.
-    #[allow(dead_code)] // read by the confinement listeners (issue 13), landing next
     pub synthetic: Arc<SyntheticNames>,
 }
 
