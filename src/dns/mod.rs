@@ -60,12 +60,17 @@ pub struct DnsThread {
 
 /// Serve DNS on `udp` and `tcp` (normally bound to one address), on a thread of its own,
 /// until the proxy stops serving. Must be called inside a tokio runtime (the sockets are
-/// registered with it, and move to the thread's own).
+/// registered with it; they move to the thread's own).
 pub fn start(udp: UdpSocket, tcp: TcpListener, state: Arc<State>) -> io::Result<DnsThread> {
     let (udp, tcp) = (udp.into_std()?, tcp.into_std()?);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // Registered with the thread's runtime, here, so that a failure is the caller's.
+    let (udp, tcp) = {
+        let _in = runtime.enter();
+        (UdpSocket::from_std(udp)?, TcpListener::from_std(tcp)?)
+    };
     let listener = Arc::new(Listener {
         state,
         recent: Recent::new(),
@@ -75,13 +80,6 @@ pub fn start(udp: UdpSocket, tcp: TcpListener, state: Arc<State>) -> io::Result<
         .name("egress-dns".into())
         .spawn(move || {
             runtime.block_on(async move {
-                let (udp, tcp) = match (UdpSocket::from_std(udp), TcpListener::from_std(tcp)) {
-                    (Ok(udp), Ok(tcp)) => (udp, tcp),
-                    (Err(e), _) | (_, Err(e)) => {
-                        tracing::error!(error = %e, "the DNS listener cannot listen");
-                        return;
-                    }
-                };
                 let tcp = tokio::spawn(serve_tcp(tcp, listener.clone()));
                 serve_udp(udp, listener).await;
                 let _ = tcp.await;
@@ -115,9 +113,11 @@ async fn serve_udp(socket: UdpSocket, listener: Arc<Listener>) {
             _ = &mut stop => return,
             received = socket.recv_from(&mut buf) => match received {
                 Ok(got) => got,
-                // An ICMP error from an earlier reply, or a signal: not fatal.
+                // Not fatal (no buffer for a moment, an error queued by an earlier
+                // reply); the pause keeps a lasting one from spinning.
                 Err(e) => {
                     tracing::debug!(error = %e, "DNS receive failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }
             },
