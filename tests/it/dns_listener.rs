@@ -468,3 +468,40 @@ async fn a_proxy_with_a_dns_listener_shuts_down_cleanly() {
     assert!(status.success(), "{status:?}\n{}", jail.proxy.diagnostics());
     assert_eq!(jail.proxy.audit_lines().len(), 1, "flushed");
 }
+
+#[tokio::test]
+async fn tcp_connections_over_the_cap_are_closed_until_one_ends() {
+    use tokio::io::AsyncReadExt;
+    // docs/reference/confinement.md: at most 256 TCP connections at once.
+    const CAP: usize = 256;
+    let jail = Jail::start(org(), &[]).await;
+    let mut open = Vec::with_capacity(CAP);
+    for _ in 0..CAP {
+        let mut tcp = TcpClient::connect(jail.dns).await;
+        // Answered: accepted and holding its slot.
+        tcp.query("allowed.test.", RecordType::A).await;
+        open.push(tcp);
+    }
+    let mut over = TcpClient::connect(jail.dns).await;
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(5), over.stream.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "a connection over the cap was kept: {read:?}"
+    );
+    drop(open.pop());
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut tcp = TcpClient::connect(jail.dns).await;
+        let mut probe = [0u8; 1];
+        let closed =
+            tokio::time::timeout(Duration::from_millis(200), tcp.stream.read(&mut probe)).await;
+        if closed.is_err() {
+            // Still open after 200 ms: it has a slot.
+            let m = tcp.query("allowed.test.", RecordType::A).await;
+            assert_eq!(m.response_code(), ResponseCode::NoError);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no slot came free");
+    }
+}
