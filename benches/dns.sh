@@ -17,13 +17,18 @@
 # - latency: dnsperf at a fixed RATE queries per second, each answer's latency recorded
 #   (`dnsperf -v`): p50 and p99 (median of the rounds). At saturation a latency is mostly
 #   time in the queue, which the throughput already says; at a rate both servers keep up
-#   with, it is the time each takes to answer.
+#   with, it is the time each takes to answer. On a shared machine the tail is then other
+#   processes' doing, so with RT=1 (the default) the server and dnsperf run this phase
+#   under SCHED_FIFO (`chrt`; a light load, RATE/s, so nothing else is starved).
+#
+# Both are also given as the median of per-round ratios: the two servers of a round run
+# back to back, under much the same load from the rest of the machine.
 #
 # Every answer must be NOERROR, or the run stops: a policy that denied the names would
 # measure NXDOMAIN instead. Targets: at least 1.0 of dnsmasq's rate, p99 no worse.
 #
 # Knobs (environment): ROUNDS=3 DURATION=5 NAMES=100 CLIENTS=4 OUTSTANDING=100 RATE=20000
-# BASE_PORT=21500 PROXY_BIN (default: the release build).
+# RT=1 BASE_PORT=21500 PROXY_BIN (default: the release build).
 
 set -euo pipefail
 
@@ -33,6 +38,7 @@ NAMES=${NAMES:-100}
 CLIENTS=${CLIENTS:-4}
 OUTSTANDING=${OUTSTANDING:-100}
 RATE=${RATE:-20000}
+RT=${RT:-1}
 BASE_PORT=${BASE_PORT:-21500}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PROXY_BIN=${PROXY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/egress-proxy}
@@ -122,9 +128,15 @@ throughput() { # server round -> "qps cpu_us_per_answer"
 }
 
 latency() { # server round -> "p50_us p99_us"
-    local out="$TMP/lat-$1-$2.txt"
-    dnsperf -s 127.0.0.1 -p "$(port_of "$1")" -d "$TMP/queries.txt" -l "$DURATION" \
+    local out="$TMP/lat-$1-$2.txt" pid rt=()
+    pid=$(pid_of "$1")
+    if [ "$RT" = 1 ]; then
+        chrt -f -a -p 10 "$pid" >/dev/null
+        rt=(chrt -f 10)
+    fi
+    "${rt[@]}" dnsperf -s 127.0.0.1 -p "$(port_of "$1")" -d "$TMP/queries.txt" -l "$DURATION" \
         -c "$CLIENTS" -Q "$RATE" -v >"$out" 2>&1
+    if [ "$RT" = 1 ]; then chrt -o -a -p 0 "$pid" >/dev/null; fi
     check_noerror "$1" "$out"
     awk '$1 == ">" { print $NF }' "$out" | sort -g | awk '
         { v[NR] = $1 }
@@ -139,6 +151,7 @@ latency() { # server round -> "p50_us p99_us"
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
 declare -A QPS CPU P50 P99
+QPS_RATIOS= P99_RATIOS=
 for round in $(seq "$ROUNDS"); do
     order="proxy dnsmasq"
     [ $((round % 2)) -eq 0 ] && order="dnsmasq proxy"
@@ -153,12 +166,17 @@ for round in $(seq "$ROUNDS"); do
         P50[$server]+="$p50 "
         P99[$server]+="$p99 "
         echo "round $round $server: $qps answers/s, $cpu us CPU/answer; at $RATE/s p50 $p50 us, p99 $p99 us" >&2
+        eval "LAST_QPS_$server=$qps LAST_P99_$server=$p99"
     done
+    # shellcheck disable=SC2154 # set by the eval above
+    QPS_RATIOS+="$(awk -v p="$LAST_QPS_proxy" -v d="$LAST_QPS_dnsmasq" 'BEGIN { printf "%.3f", p / d }') "
+    # shellcheck disable=SC2154
+    P99_RATIOS+="$(awk -v p="$LAST_P99_proxy" -v d="$LAST_P99_dnsmasq" 'BEGIN { printf "%.3f", (d > 0 ? p / d : 0) }') "
 done
 
 med() { tr ' ' '\n' <<<"$1" | grep . | median; }
-printf '\n%d names, %d rounds of %ds, %d clients, %d in flight; latency at %d queries/s\n\n' \
-    "$NAMES" "$ROUNDS" "$DURATION" "$CLIENTS" "$OUTSTANDING" "$RATE"
+printf '\n%d names, %d rounds of %ds, %d clients, %d in flight; latency at %d queries/s%s\n\n' \
+    "$NAMES" "$ROUNDS" "$DURATION" "$CLIENTS" "$OUTSTANDING" "$RATE" "$([ "$RT" = 1 ] && echo ', SCHED_FIFO')"
 printf '%-8s %12s %14s %9s %9s\n' server answers/s "CPU us/answer" "p50 us" "p99 us"
 for server in proxy dnsmasq; do
     printf '%-8s %12s %14s %9s %9s\n' "$server" "$(med "${QPS[$server]}")" \
@@ -168,6 +186,8 @@ awk -v pq="$(med "${QPS[proxy]}")" -v dq="$(med "${QPS[dnsmasq]}")" \
     -v pp="$(med "${P99[proxy]}")" -v dp="$(med "${P99[dnsmasq]}")" 'BEGIN {
     printf "\nproxy/dnsmasq: answers/s %.2f (target >= 1.0), p99 %.2f (target <= 1.0)\n", pq / dq, (dp > 0 ? pp / dp : 0)
 }'
+printf 'median of per-round ratios: answers/s %s, p99 %s (per round: %s/ %s)\n' \
+    "$(med "$QPS_RATIOS")" "$(med "$P99_RATIOS")" "$QPS_RATIOS" "$P99_RATIOS"
 if grep -q . "$TMP/audit.jsonl" 2>/dev/null; then
     echo "dns.sh: the proxy wrote audit records (a name was denied):" >&2
     head -n 3 "$TMP/audit.jsonl" >&2
