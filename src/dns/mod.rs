@@ -8,15 +8,16 @@
 //! - [`answer`]: the answer to one message (pure).
 //! - [`recent`]: the refusals audited a moment ago, so a resolver's `A` and `AAAA` for
 //!   one lookup make one record.
-//! - here: the UDP and TCP loops, counting and auditing what each answer came to, on a
-//!   thread of their own (with its own single-threaded runtime, as each proxy worker
-//!   has): every connection in a jail starts with a lookup, so an answer never waits
-//!   behind the admin API, a reload compiling a large policy, or the audit writer.
+//! - here: the UDP and TCP loops, counting and auditing what each answer came to, on
+//!   threads of their own: every connection in a jail starts with a lookup, so an answer
+//!   never waits behind the admin API, a reload compiling a large policy, or the audit
+//!   writer. UDP is a plain blocking loop (one `recvfrom` and one `sendto` a query, no
+//!   readiness polling); TCP connections are tasks on a single-threaded runtime.
 
 pub mod answer;
 pub mod recent;
 
-use std::io;
+use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -31,6 +32,7 @@ use crate::audit::Via;
 use crate::metrics::Outcome;
 use crate::policy::Reason;
 use crate::proxy::record::{audit_refusal, audit_would_deny, Asked, Client};
+use crate::proxy::refusal::Refusal;
 use crate::proxy::{Phase, State};
 use answer::{answer, Answer, Ask, Judged};
 use recent::Recent;
@@ -46,6 +48,10 @@ const MAX_DATAGRAM: usize = 65_535;
 /// answer in hand (each stops at its next message).
 const CLOSING_WAIT: Duration = Duration::from_secs(2);
 
+/// How long a quiet UDP loop waits for a datagram before it looks whether the proxy
+/// still serves.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
 /// What the loops share.
 struct Listener {
     state: Arc<State>,
@@ -53,47 +59,55 @@ struct Listener {
     tcp_slots: Arc<Semaphore>,
 }
 
-/// The DNS listener's thread.
+/// The DNS listener's threads.
 pub struct DnsThread {
-    thread: JoinHandle<()>,
+    udp: JoinHandle<()>,
+    tcp: JoinHandle<()>,
 }
 
-/// Serve DNS on `udp` and `tcp` (normally bound to one address), on a thread of its own,
-/// until the proxy stops serving. Must be called inside a tokio runtime (the sockets are
-/// registered with it; they move to the thread's own).
+/// Serve DNS on `udp` and `tcp` (normally bound to one address), on threads of their
+/// own, until the proxy stops serving. Must be called inside a tokio runtime (the
+/// sockets are registered with it; they move to the threads).
 pub fn start(udp: UdpSocket, tcp: TcpListener, state: Arc<State>) -> io::Result<DnsThread> {
-    let (udp, tcp) = (udp.into_std()?, tcp.into_std()?);
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    let udp = udp.into_std()?;
+    udp.set_nonblocking(false)?;
+    udp.set_read_timeout(Some(STOP_POLL))?;
+    let tcp = tcp.into_std()?;
+    let tcp_runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    // Registered with the thread's runtime, here, so that a failure is the caller's.
-    let (udp, tcp) = {
-        let _in = runtime.enter();
-        (UdpSocket::from_std(udp)?, TcpListener::from_std(tcp)?)
+    // Registered with the TCP thread's runtime, here, so that a failure is the caller's.
+    let tcp = {
+        let _in = tcp_runtime.enter();
+        TcpListener::from_std(tcp)?
     };
+    // Only to wait for room in the audit queue: no I/O or timer is driven on it.
+    let audit_runtime = tokio::runtime::Builder::new_current_thread().build()?;
     let listener = Arc::new(Listener {
         state,
         recent: Recent::new(),
         tcp_slots: Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS)),
     });
-    let thread = std::thread::Builder::new()
-        .name("egress-dns".into())
-        .spawn(move || {
-            runtime.block_on(async move {
-                let tcp = tokio::spawn(serve_tcp(tcp, listener.clone()));
-                serve_udp(udp, listener).await;
-                let _ = tcp.await;
-            })
-        })?;
-    Ok(DnsThread { thread })
+    let for_tcp = listener.clone();
+    let tcp = std::thread::Builder::new()
+        .name("egress-dns-tcp".into())
+        .spawn(move || tcp_runtime.block_on(serve_tcp(tcp, for_tcp)))?;
+    let udp = std::thread::Builder::new()
+        .name("egress-dns-udp".into())
+        .spawn(move || serve_udp(udp, &listener, &audit_runtime))?;
+    Ok(DnsThread { udp, tcp })
 }
 
 impl DnsThread {
-    /// Wait for the thread to end (it does once the proxy stops serving): every record
-    /// of its answers is queued by then.
+    /// Wait for the threads to end (they do once the proxy stops serving): every record
+    /// of their answers is queued by then.
     pub async fn join(self) {
-        let thread = self.thread;
-        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        let DnsThread { udp, tcp } = self;
+        let _ = tokio::task::spawn_blocking(move || {
+            let _ = udp.join();
+            let _ = tcp.join();
+        })
+        .await;
     }
 }
 
@@ -103,27 +117,34 @@ async fn stopped(state: &State) {
     let _ = phase.wait_for(|p| *p != Phase::Serving).await;
 }
 
-async fn serve_udp(socket: UdpSocket, listener: Arc<Listener>) {
+fn serve_udp(socket: std::net::UdpSocket, listener: &Listener, audit: &tokio::runtime::Runtime) {
     let mut buf = vec![0u8; MAX_DATAGRAM];
-    let stop = stopped(&listener.state);
-    tokio::pin!(stop);
-    loop {
-        let (n, peer) = tokio::select! {
-            biased;
-            _ = &mut stop => return,
-            received = socket.recv_from(&mut buf) => match received {
-                Ok(got) => got,
-                // Not fatal (no buffer for a moment, an error queued by an earlier
-                // reply); the pause keeps a lasting one from spinning.
-                Err(e) => {
-                    tracing::debug!(error = %e, "DNS receive failed");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
+    while *listener.state.phase.borrow() == Phase::Serving {
+        let (n, peer) = match socket.recv_from(&mut buf) {
+            Ok(got) => got,
+            // Quiet for STOP_POLL (or a signal): look at the phase again.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            // Not fatal (no buffer for a moment, an error queued by an earlier reply);
+            // the pause keeps a lasting one from spinning.
+            Err(e) => {
+                tracing::debug!(error = %e, "DNS receive failed");
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
         };
-        if let Some(reply) = listener.handle(&buf[..n], peer).await {
-            if let Err(e) = socket.send_to(&reply, peer).await {
+        let (reply, record) = listener.judge(&buf[..n], peer);
+        if let Some(record) = record {
+            audit.block_on(record.write(&listener.state));
+        }
+        if let Some(reply) = reply {
+            if let Err(e) = socket.send_to(&reply, peer) {
                 tracing::debug!(client = %peer, error = %e, "DNS reply not sent");
             }
         }
@@ -211,10 +232,29 @@ async fn read_message(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     Ok(message)
 }
 
+/// The audit record a refusal leaves, written before its answer goes out (as for every
+/// refusal).
+enum Record {
+    Denied(Client, Refusal),
+    WouldDeny(Client, Refusal),
+}
+
+impl Record {
+    async fn write(self, state: &State) {
+        match self {
+            // Counts it too.
+            Record::Denied(client, refusal) => audit_refusal(state, &client, &refusal, None).await,
+            Record::WouldDeny(client, refusal) => {
+                audit_would_deny(state, &client, &refusal, None).await
+            }
+        }
+    }
+}
+
 impl Listener {
-    /// Answer one message from `peer`, counting it and auditing a refusal (before the
-    /// answer goes out, as for every refusal). `None`: nothing to send back.
-    async fn handle(&self, bytes: &[u8], peer: SocketAddr) -> Option<Vec<u8>> {
+    /// Answer one message from `peer` and count it; the record to write first, if any.
+    /// The answer is `None` when nothing is sent back.
+    fn judge(&self, bytes: &[u8], peer: SocketAddr) -> (Option<Vec<u8>>, Option<Record>) {
         let state = &*self.state;
         let policies = state.policies();
         let ask = Ask {
@@ -225,30 +265,46 @@ impl Listener {
         let Answer { message, judged } = answer(bytes, &ask);
         let metrics = &state.metrics;
         let client = || Client::new(peer, Asked::Dns).via(Via::Dns);
-        match judged {
-            Judged::Allowed => metrics.dns_query(Outcome::Allowed),
+        let record = match judged {
+            Judged::Allowed => {
+                metrics.dns_query(Outcome::Allowed);
+                None
+            }
             Judged::WouldDeny(refusal) => {
                 metrics.dns_query(Outcome::WouldDeny(refusal.reason));
-                if self.recent.first(peer, &refusal) {
-                    audit_would_deny(state, &client(), &refusal, None).await;
-                }
+                let first = self.recent.first(peer, &refusal);
+                first.then(|| Record::WouldDeny(client(), refusal))
             }
             Judged::Denied(refusal) => {
                 if self.recent.first(peer, &refusal) {
-                    // Counts it too.
-                    audit_refusal(state, &client(), &refusal, None).await;
+                    Some(Record::Denied(client(), refusal))
                 } else {
                     metrics.dns_query(Outcome::Denied(refusal.reason));
+                    None
                 }
             }
             Judged::AuditUnavailable => {
-                metrics.dns_query(Outcome::Denied(Reason::AuditUnavailable))
+                metrics.dns_query(Outcome::Denied(Reason::AuditUnavailable));
+                None
             }
             Judged::Exhausted => {
                 tracing::warn!("every synthetic address is taken: new allowed names get SERVFAIL");
-                metrics.dns_query(Outcome::Failed)
+                metrics.dns_query(Outcome::Failed);
+                None
             }
-            Judged::Malformed => metrics.dns_query(Outcome::Denied(Reason::InvalidRequest)),
+            Judged::Malformed => {
+                metrics.dns_query(Outcome::Denied(Reason::InvalidRequest));
+                None
+            }
+        };
+        (message, record)
+    }
+
+    /// [`Listener::judge`], with its record written.
+    async fn handle(&self, bytes: &[u8], peer: SocketAddr) -> Option<Vec<u8>> {
+        let (message, record) = self.judge(bytes, peer);
+        if let Some(record) = record {
+            record.write(&self.state).await;
         }
         message
     }
