@@ -122,6 +122,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "SECS", default_value_t = 5.0)]
     pub shutdown_grace: f64,
 
+    /// Serve the DNS listener of confinement on this address, UDP and TCP, IP:PORT: it
+    /// answers from the policy alone (a synthetic address for an allowed name, NXDOMAIN
+    /// and an audit record for a denied one) and never queries upstream.
+    #[arg(long, value_name = "ADDR")]
+    pub dns_listen: Option<SocketAddr>,
+
     /// Serve the admin API (sessions, reload, metrics, health) on this address, IP:PORT.
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,

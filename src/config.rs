@@ -41,6 +41,8 @@ pub struct ServeConfig {
     pub org: PathBuf,
     pub policy: Option<PathBuf>,
     pub listen: SocketAddr,
+    /// `--dns-listen`: the DNS listener's address (UDP and TCP).
+    pub dns_listen: Option<SocketAddr>,
     pub audit_log: String,
     pub audit_allowed: bool,
     pub audit_failure: OnFailure,
@@ -105,6 +107,7 @@ impl ServeConfig {
             org: args.org,
             policy: args.policy,
             listen: args.listen,
+            dns_listen: args.dns_listen,
             audit_log: args.audit_log,
             audit_allowed: args.audit_allowed,
             audit_failure: match args.audit_failure {

@@ -25,6 +25,9 @@
 //! - `proxy`: the server: worker threads (a runtime each) accepting connections,
 //!   judging a request, answers, HTTP forwarding, `CONNECT` tunnels (relayed with
 //!   splice(2) on Linux, bulk bytes read in batches; copied elsewhere).
+//! - `dns`: the DNS listener of confinement (`--dns-listen`): answers from the policy
+//!   alone, synthetic addresses for allowed names, `NXDOMAIN` and an audit record for
+//!   denied ones.
 //! - `net`: resolving (pins, a chosen DNS server) and dialing checked addresses only.
 //! - `audit`: the audit record and its writer.
 //! - `admin`: the control plane on its own listener: the session calls, reload
@@ -53,6 +56,7 @@ pub(crate) mod audit;
 pub mod check;
 pub mod cli;
 pub(crate) mod config;
+pub(crate) mod dns;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod lint;

@@ -8,6 +8,8 @@
 //! refusals made before a request method is known (an unparseable head, the connection
 //! limit). Both are labelled by `decision` (`allowed`, `denied`, `would_deny`, `failed`)
 //! and `reason` (docs/reference/answers.md's set; `none` when allowed, `upstream` when failed).
+//! DNS queries to the DNS listener (`--dns-listen`) are counted apart, with the same
+//! labels (`addresses_exhausted` when failed: no synthetic address was left).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -32,7 +34,8 @@ struct Decisions {
 }
 
 impl Decisions {
-    fn new(family: &Family<Labels, Counter>) -> Decisions {
+    /// The counters of `family`; a failure is labelled `failed`/`failed_reason`.
+    fn new(family: &Family<Labels, Counter>, failed_reason: &'static str) -> Decisions {
         let get = |decision, reason| {
             family
                 .get_or_create(&[("decision", decision), ("reason", reason)])
@@ -46,7 +49,7 @@ impl Decisions {
         };
         Decisions {
             allowed: get("allowed", "none"),
-            failed: get("failed", "upstream"),
+            failed: get("failed", failed_reason),
             denied: each("denied"),
             would_deny: each("would_deny"),
         }
@@ -67,6 +70,7 @@ pub struct Metrics {
     registry: Registry,
     requests: Decisions,
     connections: Decisions,
+    dns_queries: Decisions,
     pub tunnels_active: Gauge,
     pub bytes_up: Counter,
     pub bytes_down: Counter,
@@ -100,9 +104,11 @@ impl Metrics {
         let mut registry = Registry::default();
         let requests = Family::<Labels, Counter>::default();
         let connections = Family::<Labels, Counter>::default();
+        let dns_queries = Family::<Labels, Counter>::default();
         let m = Metrics {
-            requests: Decisions::new(&requests),
-            connections: Decisions::new(&connections),
+            requests: Decisions::new(&requests, "upstream"),
+            connections: Decisions::new(&connections, "upstream"),
+            dns_queries: Decisions::new(&dns_queries, "addresses_exhausted"),
             tunnels_active: Gauge::default(),
             bytes_up: Counter::default(),
             bytes_down: Counter::default(),
@@ -134,6 +140,11 @@ impl Metrics {
             "egress_connections",
             "CONNECT tunnels and connection-level refusals by decision and reason",
             connections,
+        );
+        r.register(
+            "egress_dns_queries",
+            "Messages to the DNS listener by decision and reason (denied invalid_request: not a query it answers)",
+            dns_queries,
         );
         r.register(
             "egress_tunnels_active",
@@ -233,6 +244,11 @@ impl Metrics {
         Self::count(&self.connections, outcome);
     }
 
+    /// Count one message to the DNS listener.
+    pub fn dns_query(&self, outcome: Outcome) {
+        Self::count(&self.dns_queries, outcome);
+    }
+
     fn count(d: &Decisions, outcome: Outcome) {
         match outcome {
             Outcome::Allowed => d.allowed.inc(),
@@ -284,6 +300,8 @@ mod tests {
         let m = Metrics::new();
         m.request(Outcome::Denied(Reason::NotInOrgAllowlist));
         m.connection(Outcome::Allowed);
+        m.dns_query(Outcome::Denied(Reason::InvalidHost));
+        m.dns_query(Outcome::Failed);
         m.observe_first_byte(Duration::from_millis(3));
         let text = m.encode(7, 0, false);
         assert!(
@@ -294,6 +312,18 @@ mod tests {
         );
         assert!(
             text.contains("egress_connections_total{decision=\"allowed\",reason=\"none\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "egress_dns_queries_total{decision=\"denied\",reason=\"invalid_host\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "egress_dns_queries_total{decision=\"failed\",reason=\"addresses_exhausted\"} 1"
+            ),
             "{text}"
         );
         assert!(text.contains("egress_audit_lines_total 7"), "{text}");

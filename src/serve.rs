@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UdpSocket};
 
 use crate::admin::{self, reload::Reloader, Admin};
 use crate::audit::AuditLog;
@@ -45,6 +45,8 @@ pub enum StartError {
         workers: usize,
         source: std::io::Error,
     },
+    #[error("cannot start the DNS listener: {0}")]
+    Dns(std::io::Error),
     #[error("cannot install the {signal} handler: {source}")]
     Signal {
         signal: &'static str,
@@ -84,6 +86,30 @@ pub struct Listeners {
     pub admin: Option<TcpListener>,
     /// `--transparent-listen`: connections redirected by nftables.
     pub transparent: Option<TcpListener>,
+    /// The DNS listener: UDP and TCP, normally on one address.
+    pub dns: Option<(UdpSocket, TcpListener)>,
+}
+
+/// How many times a DNS listener on port 0 tries for a port free for both UDP and TCP.
+const DNS_BIND_TRIES: usize = 16;
+
+/// Bind the DNS listener on `addr`, UDP and TCP on the same port (on port 0, one the
+/// system picks for UDP that is free for TCP too).
+pub async fn bind_dns(addr: SocketAddr) -> Result<(UdpSocket, TcpListener), StartError> {
+    let fail = |source| StartError::Bind { addr, source };
+    let mut tries = 0;
+    loop {
+        let udp = UdpSocket::bind(addr).await.map_err(fail)?;
+        let port = udp.local_addr().map_err(fail)?.port();
+        match TcpListener::bind(SocketAddr::new(addr.ip(), port)).await {
+            Ok(tcp) => return Ok((udp, tcp)),
+            Err(e) if addr.port() == 0 && tries + 1 < DNS_BIND_TRIES => {
+                tracing::debug!(port, error = %e, "the DNS port is taken for TCP, trying another");
+                tries += 1;
+            }
+            Err(source) => return Err(fail(source)),
+        }
+    }
 }
 
 /// Bind the listeners the flags name.
@@ -97,10 +123,15 @@ async fn bind_listeners(config: &ServeConfig) -> Result<Listeners, StartError> {
         Some(addr) => Some(bind(addr).await?.0),
         None => None,
     };
+    let dns = match config.dns_listen {
+        Some(addr) => Some(bind_dns(addr).await?),
+        None => None,
+    };
     Ok(Listeners {
         proxy,
         admin,
         transparent,
+        dns,
     })
 }
 
@@ -171,6 +202,20 @@ pub async fn serve_with(
         }
         None => None,
     };
+    let dns_listener = match listeners.dns {
+        Some((udp, tcp)) => {
+            let fail = |source| StartError::Bind {
+                addr: args.dns_listen.unwrap_or(args.listen),
+                source,
+            };
+            let addrs = [
+                udp.local_addr().map_err(fail)?,
+                tcp.local_addr().map_err(fail)?,
+            ];
+            Some((udp, tcp, addrs))
+        }
+        None => None,
+    };
     let listener = listeners.proxy;
     let (audit, writer) = AuditLog::open(&args.audit_log, args.audit_failure)
         .await
@@ -186,6 +231,7 @@ pub async fn serve_with(
     let mut listeners = vec![local];
     listeners.extend(admin_listener.as_ref().map(|(_, addr)| *addr));
     listeners.extend(transparent.as_ref().map(|(_, addr)| *addr));
+    listeners.extend(dns_listener.iter().flat_map(|(_, _, addrs)| *addrs));
     let own = crate::net::local::own_addresses(&listeners);
     let state = Arc::new(State {
         policies: RwLock::new(Arc::new(policies)),
@@ -223,6 +269,14 @@ pub async fn serve_with(
         eprintln!("egress-proxy: admin API on {admin_addr}");
         tokio::spawn(admin::serve(admin_listener, admin));
     }
+    let dns = match dns_listener {
+        Some((udp, tcp, [addr, _])) => {
+            let thread = crate::dns::start(udp, tcp, state.clone()).map_err(StartError::Dns)?;
+            eprintln!("egress-proxy: DNS listener on {addr}");
+            Some(thread)
+        }
+        None => None,
+    };
     let workers = args.workers.unwrap_or_else(proxy::workers::default_workers);
     let mut serving = vec![(listener, proxy::workers::Kind::Proxy)];
     if let Some((listener, addr)) = transparent {
@@ -237,6 +291,9 @@ pub async fn serve_with(
         let _ = ready.send(());
     }
     server.run(shutdown).await;
+    if let Some(dns) = dns {
+        dns.join().await;
+    }
     // Connections and tunnels are gone; what they queued is written before the writer ends.
     audit_closer.close();
     match tokio::time::timeout(Duration::from_secs(10), writer).await {

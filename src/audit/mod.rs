@@ -60,8 +60,6 @@ pub struct Record {
 /// The listener an attempt came through: the audit record's `via`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-// `Transparent` and `Dns` are made by the confinement listeners (issue 13), landing next.
-#[allow(dead_code)]
 pub enum Via {
     /// The explicit proxy port (`--listen`).
     #[default]

@@ -14,6 +14,4 @@
 pub mod dial;
 pub mod local;
 pub mod resolve;
-// Used by the transparent and DNS listeners of confinement (issue 13), landing next.
-#[allow(dead_code)]
 pub mod synthetic;

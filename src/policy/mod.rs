@@ -13,6 +13,8 @@
 //! - [`verdict`]: the [`Decision`], its [`Verdict`] (carrying the [`Reason`]) and
 //!   [`Level`].
 //! - [`steps`]: the steps a decision records when asked to.
+//! - [`names`]: [`decide_any_port`], a bare name judged for some port (the DNS
+//!   listener's question).
 //! - [`shared_hosting`]: is this name or pattern on shared hosting.
 //! - [`tls`]: the judgement of a tunnel's first bytes (TLS server name, `[tunnels]`).
 //! - [`address`]: the refused address classes.
@@ -23,6 +25,7 @@ pub mod cover;
 pub mod decide;
 pub mod file;
 pub mod host;
+pub mod names;
 pub mod shared_hosting;
 pub mod steps;
 pub mod tls;
@@ -35,5 +38,6 @@ pub use compile::{
 pub use cover::{check_narrowing, Widening};
 pub use decide::{check_address, decide, explain, Effective, Target};
 pub use host::{DomainEntry, DomainPattern, EntryError, Host, HostError, HostName};
+pub use names::decide_any_port;
 pub use steps::{Match, Step};
 pub use verdict::{Decision, Level, Reason, Verdict, VerdictKind};

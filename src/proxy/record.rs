@@ -74,12 +74,13 @@ impl Client {
     }
 }
 
-/// Count a judged request (plain HTTP) or connection (`CONNECT`, or refused before a
-/// request was read) in the metrics.
+/// Count a judged request (plain HTTP), connection (`CONNECT`, or refused before a
+/// request was read) or DNS query in the metrics.
 pub fn count(state: &State, client: &Client, outcome: Outcome) {
     match client.asked {
         Asked::Request(_) => state.metrics.request(outcome),
-        Asked::Connect | Asked::BeforeRequest | Asked::Dns => state.metrics.connection(outcome),
+        Asked::Connect | Asked::BeforeRequest => state.metrics.connection(outcome),
+        Asked::Dns => state.metrics.dns_query(outcome),
     }
 }
 

@@ -173,13 +173,9 @@ fn missing_capabilities(ids: Ids) -> Vec<&'static str> {
         .collect()
 }
 
-/// Tokio's listeners for the sockets bound in the jail: the explicit proxy and the
-/// transparent listener.
-///
-/// The DNS sockets are bound in the jail and the ruleset sends queries to their port,
-/// but `serve` does not take them yet (the DNS listener comes with the same issue):
-/// closed here, a DNS query gets no answer, so names resolve only through the explicit
-/// proxy until it is wired in.
+/// Tokio's listeners for the sockets bound in the jail: the explicit proxy, the
+/// transparent listener and the DNS listener (UDP and TCP), where the ruleset sends the
+/// jail's traffic.
 fn hand_over(sockets: JailSockets) -> io::Result<Listeners> {
     let JailSockets {
         proxy,
@@ -187,13 +183,18 @@ fn hand_over(sockets: JailSockets) -> io::Result<Listeners> {
         dns_udp,
         dns_tcp,
     } = sockets;
-    drop((dns_udp, dns_tcp));
     proxy.set_nonblocking(true)?;
     transparent.set_nonblocking(true)?;
+    dns_udp.set_nonblocking(true)?;
+    dns_tcp.set_nonblocking(true)?;
     Ok(Listeners {
         proxy: tokio::net::TcpListener::from_std(proxy)?,
         admin: None,
         transparent: Some(tokio::net::TcpListener::from_std(transparent)?),
+        dns: Some((
+            tokio::net::UdpSocket::from_std(dns_udp)?,
+            tokio::net::TcpListener::from_std(dns_tcp)?,
+        )),
     })
 }
 

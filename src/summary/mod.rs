@@ -102,7 +102,7 @@ pub struct Timeline {
 #[derive(Debug, Serialize)]
 pub struct Suspicion {
     pub host: String,
-    /// `long_label`, `high_entropy_label` or `long_query`.
+    /// `long_label`, `high_entropy_label`, `long_subdomain` or `long_query`.
     pub kind: &'static str,
     pub detail: String,
     pub count: u64,

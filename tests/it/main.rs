@@ -17,6 +17,7 @@ mod check;
 mod connect;
 mod denials;
 mod dns;
+mod dns_listener;
 mod forward;
 mod lifecycle;
 mod limits;

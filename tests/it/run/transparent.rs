@@ -50,3 +50,76 @@ print("direct", t.recv(10))
     assert!(direct.is_some(), "{out}");
     assert_eq!(origin.hits(), 0);
 }
+
+/// A program that ignores the proxy entirely, resolving through the jail's
+/// `resolv.conf` and connecting to what it got, reaches an allowed name (DNS listener,
+/// synthetic address, transparent listener, the same judge), and a denied name does not
+/// even resolve; DNS sent to a public resolver is answered inside.
+#[tokio::test]
+async fn run_reaches_an_allowed_name_with_the_proxy_ignored_and_a_denied_one_does_not_resolve() {
+    require_jail!();
+    let origin = Origin::start().await;
+    let script = format!(
+        r#"
+import socket, struct
+addr = socket.gethostbyname("allowed.test")
+print("resolved", addr)
+s = socket.create_connection((addr, {port}), timeout=10)
+s.sendall(b"GET /direct HTTP/1.1\r\nHost: allowed.test:{port}\r\nConnection: close\r\n\r\n")
+data = b""
+while True:
+    c = s.recv(65536)
+    if not c:
+        break
+    data += c
+print("status", data.split(b"\r\n")[0].decode())
+print("body", data.split(b"\r\n\r\n", 1)[1].decode())
+try:
+    socket.gethostbyname("denied.test")
+    print("denied resolved")
+except socket.gaierror:
+    print("denied unresolved")
+# A raw query for allowed.test to 8.8.8.8:53 over UDP: answered by the proxy.
+q = struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + b"\x07allowed\x04test\x00" + struct.pack(">HH", 1, 1)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.settimeout(5)
+u.sendto(q, ("8.8.8.8", 53))
+r, peer = u.recvfrom(512)
+print("udp answer from", peer[0], "answers", struct.unpack(">H", r[6:8])[0], "ip", socket.inet_ntoa(r[-4:]))
+"#,
+        port = origin.port()
+    );
+    let out = Jailed::standard(origin.port()).python(&script).await;
+    assert_eq!(out.code(), Some(0), "{out}");
+    assert!(
+        out.stdout.contains("resolved 198.1"),
+        "a synthetic address: {out}"
+    );
+    assert!(out.stdout.contains("status HTTP/1.1 200"), "{out}");
+    assert!(
+        out.stdout.contains(&format!("body {}", origin.body())),
+        "{out}"
+    );
+    assert!(out.stdout.contains("denied unresolved"), "{out}");
+    assert!(
+        out.stdout
+            .contains("udp answer from 8.8.8.8 answers 1 ip 198.1"),
+        "caught inside and answered by the proxy: {out}"
+    );
+    assert_eq!(origin.hits(), 1, "{out}");
+    let allowed = out
+        .audit
+        .iter()
+        .any(|r| r["host"] == "allowed.test" && r["via"] == "transparent");
+    // The allowed request writes no record without --audit-allowed; the denied name's
+    // query does, via dns, and no query left for it.
+    let denied = out
+        .audit
+        .iter()
+        .find(|r| r["host"] == "denied.test")
+        .unwrap_or_else(|| panic!("no record of denied.test: {out}"));
+    assert_eq!(denied["via"], "dns", "{out}");
+    assert_eq!(denied["method"], "DNS", "{out}");
+    assert!(denied["port"].is_null(), "{out}");
+    assert!(!allowed, "{out}");
+}

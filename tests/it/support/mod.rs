@@ -2,6 +2,7 @@
 //!
 //! - [`origin`]: plain and TLS HTTP/1.1 origins that record every request.
 //! - [`dns`]: a UDP DNS server answering A records for configured names.
+//! - [`dns_client`]: a UDP and TCP client for the proxy's DNS listener.
 //! - [`org`]: a builder for organization policy TOML.
 //! - [`proxy`]: starts the `egress-proxy` binary and reads its audit log.
 //! - [`admin`]: a client for the admin API and Prometheus text helpers.
@@ -13,6 +14,7 @@
 pub mod admin;
 pub mod client;
 pub mod dns;
+pub mod dns_client;
 pub mod expect;
 pub mod http;
 pub mod org;

@@ -1,0 +1,241 @@
+//! The answer to one DNS message, from the policy alone (docs/reference/confinement.md,
+//! "DNS listener"). No I/O: the message in, the message out and what it came to, which
+//! the listener counts and audits. Nothing here ever asks another DNS server.
+
+use std::net::Ipv4Addr;
+
+use hickory_proto::op::{Header, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::A;
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
+
+use crate::load::Policies;
+use crate::net::synthetic::SyntheticNames;
+use crate::policy::{decide_any_port, Effective, Host, HostName, Reason, Target, Verdict};
+use crate::proxy::refusal::Refusal;
+
+/// The TTL of an `A` answer: short, so a client asks again (and is judged again) soon
+/// after a reload narrows the policy.
+pub const TTL: u32 = 60;
+
+/// What [`answer`] reads besides the message.
+pub struct Ask<'a> {
+    pub policies: &'a Policies,
+    pub synthetic: &'a SyntheticNames,
+    /// The audit log cannot be written and the proxy fails closed.
+    pub audit_refusing: bool,
+}
+
+/// What a message came to: the listener counts each, and audits the refusals.
+#[derive(Debug)]
+pub enum Judged {
+    /// An allowed name: its `A` answer, or an empty `NOERROR` for another type.
+    Allowed,
+    /// Allowed by report mode only: answered as allowed, audited as `egress.would_deny`.
+    WouldDeny(Refusal),
+    /// A denied or invalid name (`NXDOMAIN`), or a `--policy` left widening by a reload
+    /// (`SERVFAIL`): audited as `egress.denied`.
+    Denied(Refusal),
+    /// `SERVFAIL` while the audit log cannot be written (nothing is judged unrecorded).
+    AuditUnavailable,
+    /// `SERVFAIL`: an allowed name, but every synthetic address is taken.
+    Exhausted,
+    /// Not a question this listener answers: `FORMERR`, `NOTIMP` or `REFUSED`, or
+    /// nothing at all for bytes without a DNS header (or a response, never answered so
+    /// that two servers cannot be set to bounce messages between them).
+    Malformed,
+}
+
+/// The answer to one DNS message and what it came to. `message` is `None` when
+/// nothing is sent back.
+#[derive(Debug)]
+pub struct Answer {
+    pub message: Option<Vec<u8>>,
+    pub judged: Judged,
+}
+
+/// Answer the DNS message `bytes`.
+pub fn answer(bytes: &[u8], ask: &Ask) -> Answer {
+    let request = match Message::from_vec(bytes) {
+        Ok(m) => m,
+        Err(_) => return unreadable(bytes),
+    };
+    if request.message_type() != MessageType::Query {
+        return silent();
+    }
+    if request.op_code() != OpCode::Query {
+        return refuse(&request, ResponseCode::NotImp);
+    }
+    let [query] = request.queries() else {
+        return refuse(&request, ResponseCode::FormErr);
+    };
+    if query.query_class() != DNSClass::IN {
+        return refuse(&request, ResponseCode::Refused);
+    }
+    if ask.audit_refusing {
+        return Answer {
+            message: reply(&request, query, ResponseCode::ServFail, None),
+            judged: Judged::AuditUnavailable,
+        };
+    }
+    let name = match host_name(query.name()) {
+        Some(name) => name,
+        None => {
+            let host = printable(query.name());
+            let refusal = Refusal::new(Reason::InvalidHost, host, 0)
+                .with_detail("the queried name is not a valid host name");
+            return nxdomain(&request, query, refusal);
+        }
+    };
+    // Only a refusal names the target (its port is not recorded for a DNS query).
+    let target = || Target {
+        host: Host::Name(name.clone()),
+        port: 0,
+    };
+    let policies = ask.policies;
+    if let Some(widening) = &policies.widening {
+        let what = "the proxy's --policy widens the reloaded organization policy";
+        return Answer {
+            message: reply(&request, query, ResponseCode::ServFail, None),
+            judged: Judged::Denied(Refusal::widening(&target(), widening, what)),
+        };
+    }
+    let eff = Effective {
+        org: &policies.org,
+        levels: &[&policies.policy],
+    };
+    let decision = decide_any_port(&eff, &name);
+    let judged = match decision.verdict {
+        Verdict::Allow => Judged::Allowed,
+        Verdict::WouldDeny(reason) => {
+            Judged::WouldDeny(Refusal::from_decision(&decision, reason, &target()))
+        }
+        Verdict::Deny(reason) => {
+            let refusal = Refusal::from_decision(&decision, reason, &target());
+            return nxdomain(&request, query, refusal);
+        }
+    };
+    if query.query_type() != RecordType::A {
+        return Answer {
+            message: reply(&request, query, ResponseCode::NoError, None),
+            judged,
+        };
+    }
+    match ask.synthetic.address_for(&name) {
+        Some(addr) => Answer {
+            message: reply(&request, query, ResponseCode::NoError, Some(addr)),
+            judged,
+        },
+        None => Answer {
+            message: reply(&request, query, ResponseCode::ServFail, None),
+            judged: Judged::Exhausted,
+        },
+    }
+}
+
+/// The name as the policy knows it: every label letters, digits, `-` or `_` (anything
+/// else, escaped or not, is not a host name), then normalised as a request's host is.
+fn host_name(name: &Name) -> Option<HostName> {
+    let mut text = String::with_capacity(name.len());
+    for (i, label) in name.iter().enumerate() {
+        let ldh = |b: &u8| b.is_ascii_alphanumeric() || *b == b'-' || *b == b'_';
+        if !label.iter().all(ldh) {
+            return None;
+        }
+        if i > 0 {
+            text.push('.');
+        }
+        // Checked above: ASCII only.
+        text.extend(label.iter().map(|&b| char::from(b)));
+    }
+    HostName::parse(&text).ok()
+}
+
+/// The name for an audit record, when it is not a host name: printable ASCII, every
+/// byte but letters, digits, `-` and `_` written `\DDD` (decimal, as in a zone file),
+/// no trailing dot; the root is `.`.
+fn printable(name: &Name) -> String {
+    use std::fmt::Write;
+    let mut text = String::with_capacity(name.len());
+    for (i, label) in name.iter().enumerate() {
+        if i > 0 {
+            text.push('.');
+        }
+        for &b in label {
+            match b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+                true => text.push(char::from(b)),
+                false => {
+                    let _ = write!(text, "\\{b:03}");
+                }
+            }
+        }
+    }
+    if text.is_empty() {
+        text.push('.');
+    }
+    text
+}
+
+fn nxdomain(request: &Message, query: &Query, refusal: Refusal) -> Answer {
+    Answer {
+        message: reply(request, query, ResponseCode::NXDomain, None),
+        judged: Judged::Denied(refusal),
+    }
+}
+
+/// The reply to `request`, with its question and, when given, one `A` record.
+fn reply(
+    request: &Message,
+    query: &Query,
+    code: ResponseCode,
+    a: Option<Ipv4Addr>,
+) -> Option<Vec<u8>> {
+    let mut header = Header::response_from_request(request.header());
+    header
+        .set_authoritative(true)
+        .set_recursion_available(true)
+        .set_response_code(code);
+    let mut response = Message::new();
+    response.set_header(header).add_query(query.clone());
+    if let Some(addr) = a {
+        let record = Record::from_rdata(query.name().clone(), TTL, RData::A(A(addr)));
+        response.add_answer(record);
+    }
+    response.to_vec().ok()
+}
+
+/// An error reply without the question (it may be what could not be read).
+fn refuse(request: &Message, code: ResponseCode) -> Answer {
+    let response = Message::error_msg(request.id(), request.op_code(), code);
+    Answer {
+        message: response.to_vec().ok(),
+        judged: Judged::Malformed,
+    }
+}
+
+/// Bytes that are not a whole message: `FORMERR` when a query's header can be read,
+/// else nothing.
+fn unreadable(bytes: &[u8]) -> Answer {
+    let mut decoder = BinDecoder::new(bytes);
+    match Header::read(&mut decoder) {
+        Ok(h) if h.message_type() == MessageType::Query => {
+            let response = Message::error_msg(h.id(), h.op_code(), ResponseCode::FormErr);
+            Answer {
+                message: response.to_vec().ok(),
+                judged: Judged::Malformed,
+            }
+        }
+        _ => silent(),
+    }
+}
+
+fn silent() -> Answer {
+    Answer {
+        message: None,
+        judged: Judged::Malformed,
+    }
+}
+
+#[cfg(test)]
+#[path = "answer_tests.rs"]
+mod tests;

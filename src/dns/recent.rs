@@ -1,0 +1,105 @@
+//! The refusals the DNS listener audited a moment ago. A stub resolver asks for `A` and
+//! `AAAA` of one name at once, from one socket, and may repeat itself: those queries are
+//! one attempt, and make one audit record (each is still counted in the metrics). A
+//! query from another socket, for another name, or after [`WINDOW`] is recorded again.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::policy::Reason;
+use crate::proxy::refusal::Refusal;
+
+/// How long a refusal stands for the same question from the same socket.
+pub const WINDOW: Duration = Duration::from_secs(2);
+
+/// At most this many refusals are remembered; when that many are younger than
+/// [`WINDOW`], every refusal is recorded (more records, never fewer).
+pub const CAPACITY: usize = 4096;
+
+type Key = (SocketAddr, String, Reason);
+
+/// Refusals recorded in the last [`WINDOW`], by client socket, name and reason.
+#[derive(Default)]
+pub struct Recent {
+    seen: Mutex<HashMap<Key, Instant>>,
+}
+
+impl Recent {
+    pub fn new() -> Recent {
+        Recent::default()
+    }
+
+    /// Whether `refusal` for `client` is to be recorded: false when the same one was
+    /// recorded less than [`WINDOW`] ago.
+    pub fn first(&self, client: SocketAddr, refusal: &Refusal) -> bool {
+        self.first_at(client, refusal, Instant::now())
+    }
+
+    fn first_at(&self, client: SocketAddr, refusal: &Refusal, now: Instant) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (client, refusal.host.clone(), refusal.reason);
+        if let Some(at) = seen.get(&key) {
+            if now.duration_since(*at) < WINDOW {
+                return false;
+            }
+        }
+        if seen.len() >= CAPACITY {
+            seen.retain(|_, at| now.duration_since(*at) < WINDOW);
+            if seen.len() >= CAPACITY {
+                return true;
+            }
+        }
+        seen.insert(key, now);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(host: &str, reason: Reason) -> Refusal {
+        Refusal::new(reason, host.to_string(), 0)
+    }
+
+    #[test]
+    fn a_repeat_within_the_window_is_not_recorded_again() {
+        let recent = Recent::new();
+        let a: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:5001".parse().unwrap();
+        let t = Instant::now();
+        let evil = refusal("evil.test", Reason::NotInOrgAllowlist);
+        assert!(recent.first_at(a, &evil, t), "first");
+        assert!(
+            !recent.first_at(a, &evil, t + Duration::from_millis(5)),
+            "AAAA"
+        );
+        assert!(recent.first_at(b, &evil, t), "another socket");
+        let other = refusal("other.test", Reason::NotInOrgAllowlist);
+        assert!(recent.first_at(a, &other, t), "another name");
+        let invalid = refusal("evil.test", Reason::InvalidHost);
+        assert!(recent.first_at(a, &invalid, t), "another reason");
+        assert!(recent.first_at(a, &evil, t + WINDOW), "after the window");
+    }
+
+    #[test]
+    fn a_full_table_records_everything() {
+        let recent = Recent::new();
+        let t = Instant::now();
+        let evil = refusal("evil.test", Reason::NotInOrgAllowlist);
+        for port in 0..CAPACITY as u16 {
+            assert!(recent.first_at(SocketAddr::from(([127, 0, 0, 1], port)), &evil, t));
+        }
+        let last = SocketAddr::from(([127, 0, 0, 2], 1));
+        assert!(recent.first_at(last, &evil, t));
+        assert!(
+            recent.first_at(last, &evil, t),
+            "not remembered: recorded again"
+        );
+        let later = t + WINDOW;
+        assert!(recent.first_at(last, &evil, later), "old ones dropped");
+        assert!(!recent.first_at(last, &evil, later), "remembered again");
+    }
+}
