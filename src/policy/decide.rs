@@ -70,6 +70,7 @@ fn allow_level(eff: &Effective) -> Level {
     }
 }
 
+#[inline]
 fn decide_name(
     eff: &Effective,
     host: &HostName,
@@ -88,6 +89,7 @@ fn decide_name(
     (decision, shared.is_some())
 }
 
+#[inline]
 fn judge_name(
     eff: &Effective,
     probe: &NameProbe,
