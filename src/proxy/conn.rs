@@ -204,17 +204,17 @@ struct Unanswered {
     state: Arc<State>,
     /// `None` once answered.
     client: Option<Client>,
-    /// The target, for a plain request's `url` (a cheap clone, no string built).
-    uri: Option<hyper::Uri>,
+    /// The target, for the record's host, port and (plain HTTP) `url`: a cheap clone, no
+    /// string built unless the record is written.
+    uri: hyper::Uri,
 }
 
 impl Unanswered {
     fn new(state: Arc<State>, client: Client, uri: &hyper::Uri) -> Unanswered {
-        let uri = (client.asked != Asked::Connect).then(|| uri.clone());
         Unanswered {
             state,
             client: Some(client),
-            uri,
+            uri: uri.clone(),
         }
     }
 
@@ -231,8 +231,14 @@ impl Unanswered {
 impl Drop for Unanswered {
     fn drop(&mut self) {
         if let Some(client) = self.client.take() {
-            let refusal = Refusal::malformed("the client closed before its request was answered");
-            let url = self.uri.take().map(|u| u.to_string());
+            let mut refusal =
+                Refusal::malformed("the client closed before its request was answered");
+            let authority = self.uri.authority().map(|a| a.as_str());
+            if let Some((host, port)) = authority.and_then(super::request::split_host_port) {
+                refusal.host = host.to_string();
+                refusal.port = port.unwrap_or(80);
+            }
+            let url = (client.asked != Asked::Connect).then(|| self.uri.to_string());
             audit_refusal_detached(&self.state, &client, &refusal, url);
         }
     }
