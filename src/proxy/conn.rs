@@ -137,9 +137,8 @@ async fn refuse_before_request(
 fn aimed<B>(req: Request<B>, to: &Redirected) -> Request<B> {
     let (mut parts, body) = req.into_parts();
     if parts.method == hyper::Method::CONNECT {
-        // An empty target: `invalid_request`.
+        // A target without a host: `invalid_request`, recorded as the `CONNECT` it was.
         parts.uri = hyper::Uri::from_static("/");
-        parts.method = hyper::Method::GET;
         return Request::from_parts(parts, body);
     }
     let path = parts

@@ -114,6 +114,7 @@ fn redirected_connections_are_judged_by_their_original_destination() {
         ),
         ("egress.denied", "CONNECT", "sni_mismatch", "transparent"),
         ("egress.allowed", "CONNECT", "-", "transparent"),
+        ("egress.denied", "CONNECT", "invalid_request", "transparent"),
     ];
     let want: Vec<(String, String, String, String)> = want
         .iter()
@@ -122,5 +123,12 @@ fn redirected_connections_are_judged_by_their_original_destination() {
     assert_eq!(events, want, "{ctx}");
     let hosts: Vec<&str> = audit.iter().map(|a| a["host"].as_str().unwrap()).collect();
     let five = "203.0.113.5";
-    assert_eq!(hosts, [five, five, "203.0.113.6", five, five], "{ctx}");
+    assert_eq!(hosts, [five, five, "203.0.113.6", five, five, ""], "{ctx}");
+    // A CONNECT sent down a redirected connection: it is one destination already.
+    assert!(
+        r["connect_inside"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("HTTP/1.1 400 ")),
+        "{ctx}"
+    );
 }
