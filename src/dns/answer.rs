@@ -12,6 +12,7 @@ use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 use crate::load::Policies;
 use crate::net::synthetic::SyntheticNames;
 use crate::policy::{decide_any_port, Effective, Host, HostName, Reason, Target, Verdict};
+use crate::proxy::judge::base_levels;
 use crate::proxy::refusal::Refusal;
 
 /// The TTL of an `A` answer: short, so a client asks again (and is judged again) soon
@@ -93,16 +94,19 @@ pub fn answer(bytes: &[u8], ask: &Ask) -> Answer {
         port: 0,
     };
     let policies = ask.policies;
-    if let Some(widening) = &policies.widening {
-        let what = "the proxy's --policy widens the reloaded organization policy";
-        return Answer {
-            message: reply(&request, query, ResponseCode::ServFail, None),
-            judged: Judged::Denied(Refusal::widening(&target(), widening, what)),
-        };
-    }
+    // The same levels a proxied request without a session is judged under.
+    let levels = match base_levels(policies, None, &target()) {
+        Ok(levels) => levels,
+        Err(refusal) => {
+            return Answer {
+                message: reply(&request, query, ResponseCode::ServFail, None),
+                judged: Judged::Denied(refusal),
+            }
+        }
+    };
     let eff = Effective {
         org: &policies.org,
-        levels: &[&policies.policy],
+        levels: &levels,
     };
     let decision = decide_any_port(&eff, &name);
     let judged = match decision.verdict {

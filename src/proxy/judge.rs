@@ -54,11 +54,7 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     let session = credentials(req, state, &target)?;
     let tag = |r: Refusal| r.in_session(&session);
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
-    let mut levels = base_levels(&policies, session.as_deref());
-    if let Some(widening) = &policies.widening {
-        let what = "the proxy's --policy widens the reloaded organization policy";
-        return Err(tag(Refusal::widening(&target, widening, what)).into());
-    }
+    let mut levels = base_levels(&policies, session.as_deref(), &target).map_err(tag)?;
     if let Some(narrower) = &header {
         if let Err(widening) = check_narrowing(&policies.org, &levels, narrower) {
             let what = "X-Network-Policy widens the policy";
@@ -143,11 +139,21 @@ fn credentials<B>(
     }
 }
 
-/// The request levels above the header (docs/reference/policy-files.md, "How the levels stack"): `--policy` if given, then
-/// the session's policy; with neither, the organization's default.
-fn base_levels<'a>(policies: &'a Policies, session: Option<&'a Session>) -> Vec<&'a RequestPolicy> {
-    match session {
+/// The request levels above the header (docs/reference/policy-files.md, "How the levels
+/// stack"): `--policy` if given, then the session's policy; with neither, the
+/// organization's default. While a reload has left `--policy` widening, every request
+/// (and DNS query) is refused with `policy_widening`.
+pub(crate) fn base_levels<'a>(
+    policies: &'a Policies,
+    session: Option<&'a Session>,
+    target: &Target,
+) -> Result<Vec<&'a RequestPolicy>, Refusal> {
+    if let Some(widening) = &policies.widening {
+        let what = "the proxy's --policy widens the reloaded organization policy";
+        return Err(Refusal::widening(target, widening, what));
+    }
+    Ok(match session {
         Some(s) => policies.proxy.iter().chain([&s.policy]).collect(),
         None => vec![&policies.policy],
-    }
+    })
 }
