@@ -188,20 +188,10 @@ pub async fn serve_with(
         })
     };
     let local = local_addr(&listeners.proxy)?;
-    let admin_listener = match listeners.admin {
-        Some(l) => {
-            let addr = local_addr(&l)?;
-            Some((l, addr))
-        }
-        None => None,
-    };
-    let transparent = match listeners.transparent {
-        Some(l) => {
-            let addr = local_addr(&l)?;
-            Some((l, addr))
-        }
-        None => None,
-    };
+    let with_addr =
+        |l: Option<TcpListener>| l.map(|l| local_addr(&l).map(|addr| (l, addr))).transpose();
+    let admin_listener = with_addr(listeners.admin)?;
+    let transparent = with_addr(listeners.transparent)?;
     let dns_listener = match listeners.dns {
         Some((udp, tcp)) => {
             let fail = |source| StartError::Bind {
