@@ -2,6 +2,18 @@
 //! listener and judged by its original destination (docs/guides/confinement.md).
 
 use super::{require_jail, Jailed};
+
+/// Python for the scripts below: send a request on `s` and read until the peer closes.
+const EXCHANGE: &str = r#"
+def exchange(s, request):
+    s.sendall(request)
+    data = b""
+    while True:
+        c = s.recv(65536)
+        if not c:
+            return data
+        data += c
+"#;
 use crate::support::origin::Origin;
 
 #[tokio::test]
@@ -13,18 +25,14 @@ async fn run_judges_a_connection_that_ignores_the_proxy_by_where_it_was_going() 
     let script = r#"
 import socket
 s = socket.create_connection(("8.8.8.8", 80), timeout=10)
-s.sendall(b"GET /x HTTP/1.1\r\nHost: 8.8.8.8\r\nConnection: close\r\n\r\n")
-data = b""
-while True:
-    c = s.recv(65536)
-    if not c:
-        break
-    data += c
+data = exchange(s, b"GET /x HTTP/1.1\r\nHost: 8.8.8.8\r\nConnection: close\r\n\r\n")
 print(data.split(b"\r\n")[0].decode())
 t = socket.create_connection(("127.0.0.1", 3129), timeout=10)
 print("direct", t.recv(10))
 "#;
-    let out = Jailed::standard(origin.port()).python(script).await;
+    let out = Jailed::standard(origin.port())
+        .python(&format!("{EXCHANGE}{script}"))
+        .await;
     assert_eq!(out.code(), Some(0), "{out}");
     assert!(
         out.stdout
@@ -65,13 +73,7 @@ import socket, struct
 addr = socket.gethostbyname("allowed.test")
 print("resolved", addr)
 s = socket.create_connection((addr, {port}), timeout=10)
-s.sendall(b"GET /direct HTTP/1.1\r\nHost: allowed.test:{port}\r\nConnection: close\r\n\r\n")
-data = b""
-while True:
-    c = s.recv(65536)
-    if not c:
-        break
-    data += c
+data = exchange(s, b"GET /direct HTTP/1.1\r\nHost: allowed.test:{port}\r\nConnection: close\r\n\r\n")
 print("status", data.split(b"\r\n")[0].decode())
 print("body", data.split(b"\r\n\r\n", 1)[1].decode())
 try:
@@ -89,7 +91,9 @@ print("udp answer from", peer[0], "answers", struct.unpack(">H", r[6:8])[0], "ip
 "#,
         port = origin.port()
     );
-    let out = Jailed::standard(origin.port()).python(&script).await;
+    let out = Jailed::standard(origin.port())
+        .python(&format!("{EXCHANGE}{script}"))
+        .await;
     assert_eq!(out.code(), Some(0), "{out}");
     assert!(
         out.stdout.contains("resolved 198.1"),
