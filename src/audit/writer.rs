@@ -65,6 +65,19 @@ struct Shared {
     close: Notify,
 }
 
+impl Shared {
+    fn new(on_failure: OnFailure) -> Arc<Shared> {
+        Arc::new(Shared {
+            written: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
+            on_failure,
+            reopen: Notify::new(),
+            close: Notify::new(),
+        })
+    }
+}
+
 /// The handle connections write records through. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct AuditLog {
@@ -109,14 +122,7 @@ impl AuditLog {
             }
         };
         let (tx, rx) = mpsc::channel(QUEUE);
-        let shared = Arc::new(Shared {
-            written: AtomicU64::new(0),
-            lost: AtomicU64::new(0),
-            failing: AtomicBool::new(false),
-            on_failure,
-            reopen: Notify::new(),
-            close: Notify::new(),
-        });
+        let shared = Shared::new(on_failure);
         let log = AuditLog {
             tx: Some(tx),
             shared: shared.clone(),
@@ -136,14 +142,7 @@ impl AuditLog {
     pub fn disabled() -> AuditLog {
         AuditLog {
             tx: None,
-            shared: Arc::new(Shared {
-                written: AtomicU64::new(0),
-                lost: AtomicU64::new(0),
-                failing: AtomicBool::new(false),
-                on_failure: OnFailure::Closed,
-                reopen: Notify::new(),
-                close: Notify::new(),
-            }),
+            shared: Shared::new(OnFailure::Closed),
         }
     }
 
