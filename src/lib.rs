@@ -5,7 +5,8 @@
 //! # Public API
 //!
 //! What the binary, the benches and the fuzz targets use: [`cli`] (the argument types),
-//! [`serve::run`], [`check::run`], [`lint`], [`summary`], the pure [`policy`] core, and
+//! [`serve::run`], [`check::run`], [`lint`], [`summary`], [`diff`], [`load_org`], the
+//! pure [`policy`] core, and
 //! `fuzzing` behind its feature. Everything else is `pub(crate)`.
 //!
 //! # Layout
@@ -41,7 +42,11 @@
 //!   the jail, its first process, the nftables rulesets) and `rules` (the sidecar's).
 //! - [`check`]: `check`: deciding targets offline with the proxy's decision code.
 //! - [`lint`]: `lint`: rules over policy files -> findings -> text, JSON or SARIF.
-//! - [`summary`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML.
+//! - [`summary`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML;
+//!   `audit suggest` (a request policy from the traffic logged) and `audit replay`
+//!   (logged attempts decided again under other policies).
+//! - [`diff`]: `diff`: what a policy change opens and closes, by the covering relation,
+//!   as text, markdown, JSON or SARIF.
 //! - [`cli`]: command-line argument types.
 //! - `fuzzing` (only with the `fuzzing` feature, and in the library's tests): the entry
 //!   points of the fuzz targets in `fuzz/`, and the replay of their corpus.
@@ -56,6 +61,7 @@ pub(crate) mod audit;
 pub mod check;
 pub mod cli;
 pub(crate) mod config;
+pub mod diff;
 pub(crate) mod dns;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
@@ -69,3 +75,12 @@ pub mod run;
 pub mod serve;
 pub(crate) mod session;
 pub mod summary;
+
+/// Load an organization file as `serve` does (for the commands that need only it).
+pub fn load_org(path: &std::path::Path) -> Result<policy::OrgPolicy, load::LoadError> {
+    let text = load::read(path)?;
+    Ok(policy::OrgPolicy::from_toml(
+        &text,
+        &path.display().to_string(),
+    )?)
+}

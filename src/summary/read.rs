@@ -1,0 +1,92 @@
+//! Reading audit logs (docs/reference/audit-log.md): plain or gzip JSON Lines, told apart
+//! by their magic bytes, so rotated `.gz` files mix with the live one. The one reader of
+//! `audit summarize`, `audit suggest` and `audit replay`.
+
+use std::borrow::Cow;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::SummaryError;
+
+/// Call `f` with each line of the log at `path` (without its `\n`). A cut gzip stream
+/// (a log rotated mid-write) ends the file, not the run: the returned warnings say so.
+pub fn for_each_line(path: &Path, mut f: impl FnMut(&[u8])) -> Result<Vec<String>, SummaryError> {
+    let name = path.display().to_string();
+    let io = |source| SummaryError::Io {
+        path: name.clone(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut magic = [0u8; 2];
+    let n = file.read(&mut magic).map_err(io)?;
+    let head = std::io::Cursor::new(magic[..n].to_vec());
+    let raw = head.chain(file);
+    let mut reader: Box<dyn BufRead> = if magic[..n] == [0x1f, 0x8b] {
+        Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(raw)))
+    } else {
+        Box::new(BufReader::with_capacity(1 << 16, raw))
+    };
+    let mut warnings = Vec::new();
+    let mut line = Vec::new();
+    let mut i = 0usize;
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) => {
+                let l = line.strip_suffix(b"\n").unwrap_or(&line);
+                f(l);
+                i += 1;
+            }
+            Err(e) => {
+                warnings.push(format!("{name}: stopped reading after line {i}: {e}"));
+                break;
+            }
+        }
+    }
+    Ok(warnings)
+}
+
+/// The fields of an audit record that re-deciding its destination needs.
+#[derive(Debug, Deserialize)]
+pub struct Attempt<'a> {
+    /// Borrowed from the line unless it holds escapes.
+    #[serde(borrow)]
+    pub event: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub host: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default, borrow)]
+    pub reason: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub resolved_ip: Option<Cow<'a, str>>,
+}
+
+/// What a line holds for `suggest` and `replay`.
+pub enum Line<'a> {
+    /// Blank: not counted.
+    Blank,
+    /// Not a JSON object with an `event`: skipped and counted.
+    Malformed,
+    Attempt(Attempt<'a>),
+}
+
+/// Parse one line of an audit log.
+pub fn attempt(line: &[u8]) -> Line<'_> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Line::Blank;
+    }
+    match serde_json::from_slice::<Attempt>(line) {
+        Ok(a) => Line::Attempt(a),
+        Err(_) => Line::Malformed,
+    }
+}
+
+/// The events that record a decision about a destination.
+pub const ALLOWED: &str = "egress.allowed";
+pub const DENIED: &str = "egress.denied";
+pub const WOULD_DENY: &str = "egress.would_deny";

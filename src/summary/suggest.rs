@@ -1,0 +1,369 @@
+//! `egress-proxy audit suggest`: the narrowest request policy that covers the traffic in
+//! audit logs (docs/reference/command-line.md). An administrator runs a workload in
+//! report mode (or with `--audit-allowed`), then turns what it used into its policy.
+//!
+//! Every destination of an `egress.allowed` or `egress.would_deny` record is judged
+//! under the organization policy alone, with the proxy's decision code: what the
+//! organization denies or does not allow is left out (and listed apart). The rest become
+//! exact entries, collapsed to `*.PARENT` only when at least [`SIBLINGS`] names directly
+//! under one parent were seen, the wildcard loads (not over a public suffix), is not on
+//! shared hosting, and the organization covers it. Names on the organization's
+//! `allowed_ports` get a port-less entry; other ports are written out.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::read::{self, Line, ALLOWED, WOULD_DENY};
+use super::SummaryError;
+use crate::policy::cover::{entry_covered, set_covers};
+use crate::policy::shared_hosting::{classify, pattern_is_shared_hosting};
+use crate::policy::{decide, DomainEntry, Effective, Host, HostName, OrgPolicy};
+use crate::policy::{Target, Verdict};
+
+/// The fewest names under one parent that a wildcard is made from.
+pub const SIBLINGS: usize = 3;
+
+/// One entry of the suggested policy, with what it stands for.
+#[derive(Debug, Serialize)]
+pub struct Suggested {
+    pub entry: String,
+    /// The names seen that it covers.
+    pub names: Vec<String>,
+    pub records: u64,
+}
+
+/// A destination left out, with the organization's reason.
+#[derive(Debug, Serialize)]
+pub struct LeftOut {
+    pub host: String,
+    pub port: u16,
+    pub records: u64,
+    pub reason: &'static str,
+    pub rule: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Suggestion {
+    pub files: Vec<String>,
+    /// Records of allowed or would-be-denied attempts read.
+    pub records: u64,
+    pub malformed: u64,
+    pub allowed_domains: Vec<Suggested>,
+    pub allowed_cidrs: Vec<Suggested>,
+    /// What the organization denies or does not allow: not in the policy.
+    pub left_out: Vec<LeftOut>,
+    /// Names in the policy that are on shared hosting (lint warns about them).
+    pub shared_hosting: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+impl Suggestion {
+    /// The request policy, as `serve --policy` loads it. Without any name to allow it is
+    /// `{"type": "disabled"}`: an allowlist needs at least one `allowed_domains` entry.
+    pub fn policy(&self) -> Value {
+        if self.allowed_domains.is_empty() {
+            return json!({"type": "disabled"});
+        }
+        let domains: Vec<&str> = self.allowed_domains.iter().map(|s| &*s.entry).collect();
+        let mut policy = json!({"type": "allowlist", "allowed_domains": domains});
+        if !self.allowed_cidrs.is_empty() {
+            let cidrs: Vec<&str> = self.allowed_cidrs.iter().map(|s| &*s.entry).collect();
+            policy["allowed_cidrs"] = json!(cidrs);
+        }
+        policy
+    }
+}
+
+/// Read `files` and suggest the policy for `org`.
+pub fn suggest(org: &OrgPolicy, files: &[PathBuf]) -> Result<Suggestion, SummaryError> {
+    let mut seen = Seen::default();
+    for file in files {
+        let warnings = read::for_each_line(file, |line| seen.line(line))?;
+        seen.warnings.extend(warnings);
+    }
+    let mut out = Suggestion {
+        files: files.iter().map(|f| f.display().to_string()).collect(),
+        records: seen.records,
+        malformed: seen.malformed,
+        allowed_domains: Vec::new(),
+        allowed_cidrs: Vec::new(),
+        left_out: Vec::new(),
+        shared_hosting: Vec::new(),
+        warnings: seen.warnings,
+    };
+    let mut names: BTreeMap<HostName, Used> = BTreeMap::new();
+    let mut ips: BTreeMap<IpAddr, u64> = BTreeMap::new();
+    for (host, ports) in seen.hosts {
+        judge(org, &host, ports, &mut names, &mut ips, &mut out.left_out);
+    }
+    out.left_out
+        .sort_by(|a, b| b.records.cmp(&a.records).then(a.host.cmp(&b.host)));
+    out.allowed_domains = entries(org, &names);
+    for name in names.keys() {
+        if classify(name, org.shared_hosting_extra()).is_some() {
+            out.shared_hosting.push(name.to_string());
+        }
+    }
+    out.allowed_cidrs = ips
+        .into_iter()
+        .map(|(ip, records)| Suggested {
+            entry: ipnet::IpNet::from(ip).to_string(),
+            names: vec![ip.to_string()],
+            records,
+        })
+        .collect();
+    Ok(out)
+}
+
+/// The ports a destination was used on, and how many records it has.
+#[derive(Default)]
+struct Used {
+    ports: BTreeSet<u16>,
+    records: u64,
+}
+
+#[derive(Default)]
+struct Seen {
+    /// Host as logged -> port -> records.
+    hosts: HashMap<String, BTreeMap<u16, u64>>,
+    records: u64,
+    malformed: u64,
+    warnings: Vec<String>,
+}
+
+impl Seen {
+    fn line(&mut self, line: &[u8]) {
+        let a = match read::attempt(line) {
+            Line::Blank => return,
+            Line::Malformed => {
+                self.malformed += 1;
+                return;
+            }
+            Line::Attempt(a) => a,
+        };
+        if !matches!(&*a.event, ALLOWED | WOULD_DENY) {
+            return;
+        }
+        let (Some(host), Some(port)) = (a.host.as_deref(), a.port) else {
+            return;
+        };
+        self.records += 1;
+        let ports = match self.hosts.get_mut(host) {
+            Some(p) => p,
+            None => self.hosts.entry(host.to_string()).or_default(),
+        };
+        *ports.entry(port).or_default() += 1;
+    }
+}
+
+/// Judge each port of one logged host under the organization alone.
+fn judge(
+    org: &OrgPolicy,
+    host: &str,
+    ports: BTreeMap<u16, u64>,
+    names: &mut BTreeMap<HostName, Used>,
+    ips: &mut BTreeMap<IpAddr, u64>,
+    left_out: &mut Vec<LeftOut>,
+) {
+    let Ok(parsed) = Host::parse(host) else {
+        let records = ports.values().sum();
+        let port = ports.keys().next().copied().unwrap_or(0);
+        left_out.push(LeftOut {
+            host: host.to_string(),
+            port,
+            records,
+            reason: "invalid_host",
+            rule: None,
+        });
+        return;
+    };
+    let eff = Effective { org, levels: &[] };
+    for (port, records) in ports {
+        let target = Target {
+            host: parsed.clone(),
+            port,
+        };
+        let d = decide(&eff, &target);
+        if let Verdict::Deny(reason) | Verdict::WouldDeny(reason) = d.verdict {
+            left_out.push(LeftOut {
+                host: parsed.to_string(),
+                port,
+                records,
+                reason: reason.as_str(),
+                rule: d.rule.as_deref().map(str::to_string),
+            });
+            continue;
+        }
+        match &parsed {
+            Host::Name(n) => {
+                let used = names.entry(n.clone()).or_default();
+                used.ports.insert(port);
+                used.records += records;
+            }
+            Host::Ip(ip) => *ips.entry(*ip).or_default() += records,
+        }
+    }
+}
+
+/// The entries for `base` used on `ports`: port-less when every organization port was
+/// used (a port-less entry gets exactly those), plus each other port written out.
+fn port_entries(base: &str, ports: &BTreeSet<u16>, org_ports: &[u16]) -> Vec<String> {
+    let portless = !org_ports.is_empty() && org_ports.iter().all(|p| ports.contains(p));
+    let mut out = Vec::new();
+    if portless {
+        out.push(base.to_string());
+    }
+    for p in ports {
+        if !(portless && org_ports.contains(p)) {
+            out.push(format!("{base}:{p}"));
+        }
+    }
+    out
+}
+
+fn parse_all(texts: &[String]) -> Option<Vec<DomainEntry>> {
+    texts.iter().map(|t| DomainEntry::parse(t).ok()).collect()
+}
+
+/// The wildcards to collapse names into: `*.PARENT` for each parent with enough names
+/// directly under it, when the wildcard loads, is not shared hosting, and `org` covers it.
+fn wildcards(org: &OrgPolicy, names: &BTreeMap<HostName, Used>) -> Vec<DomainEntry> {
+    let extra = org.shared_hosting_extra();
+    let ports = org.allowed_ports();
+    let mut parents: BTreeMap<&str, Vec<&HostName>> = BTreeMap::new();
+    for name in names.keys() {
+        if let Some((_, parent)) = name.as_str().split_once('.') {
+            parents.entry(parent).or_default().push(name);
+        }
+    }
+    let mut out = Vec::new();
+    for (parent, children) in parents {
+        if children.len() < SIBLINGS || children.iter().any(|n| classify(n, extra).is_some()) {
+            continue;
+        }
+        let union: BTreeSet<u16> = children
+            .iter()
+            .flat_map(|n| names[*n].ports.iter().copied())
+            .collect();
+        let Some(entries) = parse_all(&port_entries(&format!("*.{parent}"), &union, ports)) else {
+            continue; // over a public suffix: it does not load
+        };
+        let fits = entries.iter().all(|e| {
+            !pattern_is_shared_hosting(&e.pattern, extra) && set_covers(org.allowed(), e, ports)
+        });
+        if fits {
+            out.extend(entries);
+        }
+    }
+    // A wildcard inside another is redundant.
+    let all = out.clone();
+    out.retain(|w| {
+        !all.iter()
+            .any(|o| o.text != w.text && entry_covered(w, o, ports))
+    });
+    out
+}
+
+/// The policy's `allowed_domains`: the wildcards, then each name's entries that no
+/// wildcard covers; sorted, each with the names and records it stands for.
+fn entries(org: &OrgPolicy, names: &BTreeMap<HostName, Used>) -> Vec<Suggested> {
+    let ports = org.allowed_ports();
+    let wild = wildcards(org, names);
+    let mut out: BTreeMap<String, Suggested> = BTreeMap::new();
+    for (name, used) in names {
+        let texts = port_entries(name.as_str(), &used.ports, ports);
+        for e in parse_all(&texts).unwrap_or_default() {
+            let text = match wild.iter().find(|w| entry_covered(&e, w, ports)) {
+                Some(w) => w.text.to_string(),
+                None => e.text.to_string(),
+            };
+            let s = out.entry(text.clone()).or_insert_with(|| Suggested {
+                entry: text,
+                names: Vec::new(),
+                records: 0,
+            });
+            if s.names.last() != Some(&name.to_string()) {
+                s.names.push(name.to_string());
+                s.records += used.records;
+            }
+        }
+    }
+    out.into_values().collect()
+}
+
+/// The suggestion for people: each entry with what it covers, then what was left out.
+pub fn text(s: &Suggestion) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let n = s.allowed_domains.len() + s.allowed_cidrs.len();
+    let _ = writeln!(
+        out,
+        "# {n} entries covering {} records from {} files",
+        s.records,
+        s.files.len()
+    );
+    for (key, list) in [
+        ("allowed_domains", &s.allowed_domains),
+        ("allowed_cidrs", &s.allowed_cidrs),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "{key}:");
+        for e in list {
+            let names = if e.names.len() > 1 {
+                format!("{} names, ", e.names.len())
+            } else {
+                String::new()
+            };
+            let _ = writeln!(out, "  {:<40} {names}{} records", e.entry, e.records);
+        }
+    }
+    out
+}
+
+/// What goes to standard error: the destinations left out, and shared hosting kept.
+pub fn left_out(s: &Suggestion) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    if !s.left_out.is_empty() {
+        let _ = writeln!(
+            out,
+            "left out: {} destinations the organization denies or does not allow",
+            s.left_out.len()
+        );
+        for l in &s.left_out {
+            let rule = l
+                .rule
+                .as_deref()
+                .map(|r| format!(", rule `{r}`"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  {}:{}: {} records: {}{rule}",
+                l.host, l.port, l.records, l.reason
+            );
+        }
+    }
+    for name in &s.shared_hosting {
+        let _ = writeln!(
+            out,
+            "note: `{name}` is on shared hosting (kept: it was used; lint warns about it)"
+        );
+    }
+    for w in &s.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    if s.malformed > 0 {
+        let _ = writeln!(out, "note: {} malformed lines skipped", s.malformed);
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "suggest_tests.rs"]
+mod tests;
