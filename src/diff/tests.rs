@@ -26,10 +26,13 @@ fn kinds(d: &Diff) -> Vec<(Effect, Kind)> {
 
 use Effect::{Narrowing as N, Neutral as O, Widening as W};
 
+/// The changes a case expects, as (effect, kind).
+type Want = &'static [(Effect, Kind)];
+
 #[test]
 fn each_kind_of_organization_change() {
     #[rustfmt::skip]
-    let cases: &[(&str, &str, &str, &[(Effect, Kind)])] = &[
+    let cases: &[(&str, &str, &str, Want)] = &[
         // name, OLD (after `version = 1`), NEW, the changes expected
         ("identical", r#"allowed_domains = ["a.example.com"]"#, r#"allowed_domains = ["a.example.com"]"#, &[]),
         ("reordered", r#"allowed_domains = ["a.example.com", "b.example.com"]"#, r#"allowed_domains = ["b.example.com", "a.example.com"]"#, &[]),
@@ -79,7 +82,7 @@ fn each_kind_of_organization_change() {
 fn each_kind_of_request_policy_change() {
     let allow = |list: &str| format!(r#"{{"type": "allowlist", "allowed_domains": [{list}]}}"#);
     #[rustfmt::skip]
-    let cases: Vec<(&str, String, String, &[(Effect, Kind)])> = vec![
+    let cases: Vec<(&str, String, String, Want)> = vec![
         ("reordered", allow(r#""a.example.com", "b.example.com""#), allow(r#""b.example.com", "a.example.com""#), &[]),
         ("reformatted", allow(r#""a.example.com""#), "{\n  \"allowed_domains\": [\"A.EXAMPLE.com\"],\n  \"type\": \"allowlist\"\n}".into(), &[]),
         ("redundant_entry_added", allow(r#""*.example.com""#), allow(r#""*.example.com", "a.example.com""#), &[]),
@@ -217,21 +220,26 @@ fn spec() -> impl Strategy<Value = Spec> {
         any::<bool>(),
         prop::option::of(prop::collection::vec(any::<prop::sample::Index>(), 1..3)),
     )
-        .prop_map(|(allowed, denied, ports, cidrs, report, deny_shared, picks)| {
-            // The default takes some of the organization's own entries, so it loads.
-            let default = picks.filter(|_| !allowed.is_empty()).map(|picks| {
-                picks.iter().map(|i| allowed[i.index(allowed.len())].clone()).collect()
-            });
-            Spec {
-                allowed,
-                denied,
-                ports,
-                cidrs: cidrs.iter().map(|c| c.to_string()).collect(),
-                report,
-                deny_shared,
-                default,
-            }
-        })
+        .prop_map(
+            |(allowed, denied, ports, cidrs, report, deny_shared, picks)| {
+                // The default takes some of the organization's own entries, so it loads.
+                let default = picks.filter(|_| !allowed.is_empty()).map(|picks| {
+                    picks
+                        .iter()
+                        .map(|i| allowed[i.index(allowed.len())].clone())
+                        .collect()
+                });
+                Spec {
+                    allowed,
+                    denied,
+                    ports,
+                    cidrs: cidrs.iter().map(|c| c.to_string()).collect(),
+                    report,
+                    deny_shared,
+                    default,
+                }
+            },
+        )
 }
 
 /// A list with some entries dropped and maybe one added.
@@ -254,21 +262,31 @@ fn old_and_new() -> impl Strategy<Value = (Spec, Spec)> {
     (
         spec(),
         (keep(), add(), keep(), add(), keep()),
-        (prop::sample::subsequence(PORTS, 0..=3), flip(), flip(), flip()),
-        (keep(), prop::option::weighted(0.2, prop::sample::select(CIDRS))),
+        (
+            prop::sample::subsequence(PORTS, 0..=3),
+            flip(),
+            flip(),
+            flip(),
+        ),
+        (
+            keep(),
+            prop::option::weighted(0.2, prop::sample::select(CIDRS)),
+        ),
     )
-        .prop_map(|(old, (ka, aa, kd, ad, kdef), (ports, ports_flip, report, shared), (kc, ac))| {
-            let new = Spec {
-                allowed: edit(&old.allowed, &ka, aa),
-                denied: edit(&old.denied, &kd, ad),
-                ports: if ports_flip { ports } else { old.ports.clone() },
-                cidrs: edit(&old.cidrs, &kc, ac.map(str::to_string)),
-                report: old.report ^ report,
-                deny_shared: old.deny_shared ^ shared,
-                default: old.default.as_ref().map(|d| edit(d, &kdef, None)),
-            };
-            (old, new)
-        })
+        .prop_map(
+            |(old, (ka, aa, kd, ad, kdef), (ports, ports_flip, report, shared), (kc, ac))| {
+                let new = Spec {
+                    allowed: edit(&old.allowed, &ka, aa),
+                    denied: edit(&old.denied, &kd, ad),
+                    ports: if ports_flip { ports } else { old.ports.clone() },
+                    cidrs: edit(&old.cidrs, &kc, ac.map(str::to_string)),
+                    report: old.report ^ report,
+                    deny_shared: old.deny_shared ^ shared,
+                    default: old.default.as_ref().map(|d| edit(d, &kdef, None)),
+                };
+                (old, new)
+            },
+        )
 }
 
 /// What `check` says: the decision, then the address check of a literal IP.

@@ -90,3 +90,14 @@ pub fn attempt(line: &[u8]) -> Line<'_> {
 pub const ALLOWED: &str = "egress.allowed";
 pub const DENIED: &str = "egress.denied";
 pub const WOULD_DENY: &str = "egress.would_deny";
+
+/// Denial reasons a destination alone decides, so the record can be judged again.
+pub const DESTINATION_REASONS: [&str; 7] = [
+    "not_in_org_allowlist",
+    "not_in_request_policy",
+    "network_disabled",
+    "denied_domain",
+    "port_not_allowed",
+    "shared_hosting",
+    "private_address",
+];

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::read::{self, Line, ALLOWED, DENIED, WOULD_DENY};
+use super::read::{self, Line, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
 use super::SummaryError;
 use crate::load::{self, LoadError};
 use crate::policy::{
@@ -91,17 +91,6 @@ impl Replay {
         self.would_break > 0 || self.would_open > 0
     }
 }
-
-/// Denial reasons a destination alone decides, so the record can be judged again.
-const DESTINATION_REASONS: [&str; 7] = [
-    "not_in_org_allowlist",
-    "not_in_request_policy",
-    "network_disabled",
-    "denied_domain",
-    "port_not_allowed",
-    "shared_hosting",
-    "private_address",
-];
 
 /// Read `files`, group their records, and decide each group under the policies.
 pub fn replay(org: &Path, policy: Option<&Path>, files: &[PathBuf]) -> Result<Replay, ReplayError> {

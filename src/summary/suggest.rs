@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::read::{self, Line, ALLOWED, WOULD_DENY};
+use super::read::{self, Line, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
 use super::SummaryError;
 use crate::policy::cover::{entry_covered, set_covers};
 use crate::policy::shared_hosting::{classify, pattern_is_shared_hosting};
@@ -56,6 +56,9 @@ pub struct Suggestion {
     pub allowed_cidrs: Vec<Suggested>,
     /// What the organization denies or does not allow: not in the policy.
     pub left_out: Vec<LeftOut>,
+    /// Destinations refused when logged (`egress.denied`) that the organization allows:
+    /// not in the policy, since nothing used them; add them if they are needed.
+    pub refused: Vec<LeftOut>,
     /// Names in the policy that are on shared hosting (lint warns about them).
     pub shared_hosting: Vec<String>,
     pub warnings: Vec<String>,
@@ -92,9 +95,11 @@ pub fn suggest(org: &OrgPolicy, files: &[PathBuf]) -> Result<Suggestion, Summary
         allowed_domains: Vec::new(),
         allowed_cidrs: Vec::new(),
         left_out: Vec::new(),
+        refused: Vec::new(),
         shared_hosting: Vec::new(),
         warnings: seen.warnings,
     };
+    refused(org, seen.refused, &mut out);
     let mut names: BTreeMap<HostName, Used> = BTreeMap::new();
     let mut ips: BTreeMap<IpAddr, u64> = BTreeMap::new();
     for (host, ports) in seen.hosts {
@@ -116,6 +121,18 @@ pub fn suggest(org: &OrgPolicy, files: &[PathBuf]) -> Result<Suggestion, Summary
             records,
         })
         .collect();
+    // What the suggestion allows anyway is not worth listing as refused.
+    if let Ok(policy) = crate::policy::RequestPolicy::from_value(&out.policy(), "suggested") {
+        let levels = [&policy];
+        let eff = Effective {
+            org,
+            levels: &levels,
+        };
+        out.refused.retain(|r| {
+            let host = Host::parse(&r.host);
+            !host.is_ok_and(|host| decide(&eff, &Target { host, port: r.port }).is_allowed())
+        });
+    }
     Ok(out)
 }
 
@@ -128,8 +145,10 @@ struct Used {
 
 #[derive(Default)]
 struct Seen {
-    /// Host as logged -> port -> records.
+    /// Host as logged -> port -> records, of what was used.
     hosts: HashMap<String, BTreeMap<u16, u64>>,
+    /// The same, of what was refused (`egress.denied`).
+    refused: HashMap<String, BTreeMap<u16, u64>>,
     records: u64,
     malformed: u64,
     warnings: Vec<String>,
@@ -145,19 +164,53 @@ impl Seen {
             }
             Line::Attempt(a) => a,
         };
-        if !matches!(&*a.event, ALLOWED | WOULD_DENY) {
-            return;
-        }
         let (Some(host), Some(port)) = (a.host.as_deref(), a.port) else {
             return;
         };
-        self.records += 1;
-        let ports = match self.hosts.get_mut(host) {
+        let map = match &*a.event {
+            ALLOWED | WOULD_DENY => {
+                self.records += 1;
+                &mut self.hosts
+            }
+            DENIED if DESTINATION_REASONS.contains(&a.reason.as_deref().unwrap_or("")) => {
+                &mut self.refused
+            }
+            _ => return,
+        };
+        let ports = match map.get_mut(host) {
             Some(p) => p,
-            None => self.hosts.entry(host.to_string()).or_default(),
+            None => map.entry(host.to_string()).or_default(),
         };
         *ports.entry(port).or_default() += 1;
     }
+}
+
+/// Refused destinations (not used, so not in the policy): those the organization
+/// refuses join `left_out`; those it allows are listed in `refused`.
+fn refused(org: &OrgPolicy, hosts: HashMap<String, BTreeMap<u16, u64>>, out: &mut Suggestion) {
+    let (mut names, mut ips) = (BTreeMap::new(), BTreeMap::new());
+    for (host, ports) in hosts {
+        let mut allowed = Vec::new();
+        for (port, records) in ports {
+            let (before, mut one) = (out.left_out.len(), BTreeMap::new());
+            one.insert(port, records);
+            judge(org, &host, one, &mut names, &mut ips, &mut out.left_out);
+            if out.left_out.len() == before {
+                allowed.push((port, records));
+            }
+        }
+        for (port, records) in allowed {
+            out.refused.push(LeftOut {
+                host: host.clone(),
+                port,
+                records,
+                reason: "refused_when_logged",
+                rule: None,
+            });
+        }
+    }
+    out.refused
+        .sort_by(|a, b| b.records.cmp(&a.records).then(a.host.cmp(&b.host)));
 }
 
 /// Judge each port of one logged host under the organization alone.
@@ -347,6 +400,16 @@ pub fn left_out(s: &Suggestion) -> String {
                 "  {}:{}: {} records: {}{rule}",
                 l.host, l.port, l.records, l.reason
             );
+        }
+    }
+    if !s.refused.is_empty() {
+        let _ = writeln!(
+            out,
+            "not suggested: {} destinations refused when logged that the organization allows (add them if they are needed)",
+            s.refused.len()
+        );
+        for l in &s.refused {
+            let _ = writeln!(out, "  {}:{}: {} records", l.host, l.port, l.records);
         }
     }
     for name in &s.shared_hosting {

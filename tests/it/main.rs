@@ -16,6 +16,7 @@ mod bypass_tls;
 mod check;
 mod connect;
 mod denials;
+mod diff;
 mod dns;
 mod dns_listener;
 mod forward;
@@ -28,6 +29,7 @@ mod reload;
 mod report;
 #[cfg(target_os = "linux")]
 mod run;
+mod suggest;
 mod summary;
 mod support_selftest;
 mod timeouts;
