@@ -23,7 +23,6 @@ mod settings;
 
 pub use change::{Change, Effect, Kind};
 
-use crate::policy::compile::line_col;
 use crate::policy::{OrgPolicy, PolicyError, RequestPolicy};
 use lists::{Request, RequestAt};
 use locate::Locator;
@@ -138,9 +137,14 @@ pub fn diff_texts(
             request_files(&old, &new, &spans, &Locator::Json(new_text))
         }
     };
-    for c in &mut changes {
-        if let Some(at) = c.at {
-            (c.line, c.column) = line_col(new_text, at);
+    // Positions in one pass over NEW: line_col from the start for each change would
+    // cost the file's length per change.
+    let mut by_offset: Vec<usize> = (0..changes.len()).collect();
+    by_offset.sort_by_key(|&i| changes[i].at);
+    let mut lines = Lines::new(new_text);
+    for i in by_offset {
+        if let Some(at) = changes[i].at {
+            (changes[i].line, changes[i].column) = lines.at(at);
         }
     }
     Ok(Diff {
@@ -149,6 +153,44 @@ pub fn diff_texts(
         kind,
         changes,
     })
+}
+
+/// 1-based line and column (in characters) of increasing byte offsets of a text.
+struct Lines<'t> {
+    text: &'t str,
+    /// The offset reached, and the line and the start of the line it is on.
+    at: usize,
+    line: usize,
+    line_start: usize,
+}
+
+impl<'t> Lines<'t> {
+    fn new(text: &'t str) -> Lines<'t> {
+        Lines {
+            text,
+            at: 0,
+            line: 1,
+            line_start: 0,
+        }
+    }
+
+    /// Where `offset` is; offsets must not decrease from one call to the next.
+    fn at(&mut self, offset: usize) -> (usize, usize) {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        if offset > self.at {
+            let skipped = &self.text[self.at..offset];
+            if let Some(last) = skipped.rfind('\n') {
+                self.line += skipped.matches('\n').count();
+                self.line_start = self.at + last + 1;
+            }
+            self.at = offset;
+        }
+        let column = self.text[self.line_start..offset].chars().count() + 1;
+        (self.line, column)
+    }
 }
 
 /// The ports of a request policy's port-less entries when no organization is named:
