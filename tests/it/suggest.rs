@@ -5,6 +5,10 @@
 use std::io::Write;
 
 use crate::lint::egress;
+use crate::support::client::get_via_proxy;
+use crate::support::org::{allowlist_json, Org};
+use crate::support::origin::Origin;
+use crate::support::proxy::ProxyBuilder;
 use crate::support::unique_temp_dir;
 
 const ORG: &str = "tests/fixtures/review/org.toml";
@@ -237,4 +241,103 @@ fn replay_errors_exit_2() {
         egress(&["audit", "replay", "--org", ORG, "missing.jsonl"]).code,
         2
     );
+}
+
+/// The whole loop on the wire: a proxy writes the log of real traffic, the suggestion
+/// made from it starts a second proxy as its `--policy`, which lets the same traffic
+/// through and refuses the rest, and replaying the log under it breaks nothing.
+#[tokio::test]
+async fn a_suggestion_from_a_real_log_serves_the_same_traffic() {
+    let origin = Origin::start().await;
+    let port = origin.port();
+    let org = Org::new()
+        .allow("*.app.test")
+        .allow("other.test")
+        .ports(&[80, 443, port])
+        .loopback()
+        .to_toml();
+    let names = [
+        "a.app.test",
+        "b.app.test",
+        "c.app.test",
+        "other.test",
+        "evil.test",
+    ];
+    let pinned = |mut b: ProxyBuilder| {
+        for n in names {
+            b = b.pin(n);
+        }
+        b
+    };
+    let wide = pinned(ProxyBuilder::new(org.clone()))
+        .policy(allowlist_json(&["*.app.test"]))
+        .audit_allowed()
+        .start()
+        .await;
+    for name in names {
+        let resp = get_via_proxy(wide.addr, &format!("http://{name}:{port}/"), &[]).await;
+        let want = if name.ends_with(".app.test") {
+            200
+        } else {
+            403
+        };
+        assert_eq!(resp.status, want, "{name}: {}", wide.diagnostics());
+    }
+    let records = wide.expect_audit_count(names.len()).await;
+    let evil = records.iter().find(|r| r["host"] == "evil.test").unwrap();
+    assert_eq!(evil["reason"], "not_in_org_allowlist");
+    let dir = unique_temp_dir("suggest-wire");
+    let (log, org_path) = (dir.join("audit.jsonl"), dir.join("org.toml"));
+    std::fs::write(&log, wide.audit_text()).unwrap();
+    std::fs::write(&org_path, &org).unwrap();
+    let (log, org_path) = (log.to_str().unwrap(), org_path.to_str().unwrap());
+
+    let out = egress(&["audit", "suggest", "--org", org_path, log]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.json()["allowed_domains"],
+        serde_json::json!([format!("*.app.test:{port}")]),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains(&format!("evil.test:{port}")),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(&format!("other.test:{port}")),
+        "{}",
+        out.stderr
+    );
+
+    let narrow = pinned(ProxyBuilder::new(org.clone()))
+        .policy(out.stdout.clone())
+        .start()
+        .await;
+    for name in names {
+        let resp = get_via_proxy(narrow.addr, &format!("http://{name}:{port}/"), &[]).await;
+        let want = if name.ends_with(".app.test") {
+            200
+        } else {
+            403
+        };
+        assert_eq!(resp.status, want, "{name}: {}", narrow.diagnostics());
+    }
+    let policy = dir.join("suggested.json");
+    std::fs::write(&policy, &out.stdout).unwrap();
+    let replay = egress(&[
+        "audit",
+        "replay",
+        "--format",
+        "json",
+        "--org",
+        org_path,
+        "--policy",
+        policy.to_str().unwrap(),
+        log,
+    ]);
+    assert_eq!(replay.code, 0, "{}", replay.stdout);
+    assert_eq!(replay.json()["would_break"], 0);
+    assert_eq!(replay.json()["records"], 5, "{}", replay.stdout);
 }
