@@ -19,9 +19,8 @@ use serde_json::{json, Value};
 
 use super::read::{self, Line, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
 use super::SummaryError;
-use crate::policy::cover::{entry_covered, set_covers};
-use crate::policy::shared_hosting::{classify, pattern_is_shared_hosting};
-use crate::policy::{decide, DomainEntry, Effective, Host, HostName, OrgPolicy};
+use crate::policy::shared_hosting::classify;
+use crate::policy::{decide, Effective, Host, HostName, OrgPolicy};
 use crate::policy::{Target, Verdict};
 
 /// The fewest names under one parent that a wildcard is made from.
@@ -81,6 +80,9 @@ impl Suggestion {
     }
 }
 
+#[path = "collapse.rs"]
+mod collapse;
+
 /// Read `files` and suggest the policy for `org`.
 pub fn suggest(org: &OrgPolicy, files: &[PathBuf]) -> Result<Suggestion, SummaryError> {
     let mut seen = Seen::default();
@@ -107,7 +109,7 @@ pub fn suggest(org: &OrgPolicy, files: &[PathBuf]) -> Result<Suggestion, Summary
     }
     out.left_out
         .sort_by(|a, b| b.records.cmp(&a.records).then(a.host.cmp(&b.host)));
-    out.allowed_domains = entries(org, &names);
+    out.allowed_domains = collapse::entries(org, &names);
     for name in names.keys() {
         if classify(name, org.shared_hosting_extra()).is_some() {
             out.shared_hosting.push(name.to_string());
@@ -138,9 +140,9 @@ pub fn suggest(org: &OrgPolicy, files: &[PathBuf]) -> Result<Suggestion, Summary
 
 /// The ports a destination was used on, and how many records it has.
 #[derive(Default)]
-struct Used {
-    ports: BTreeSet<u16>,
-    records: u64,
+pub(crate) struct Used {
+    pub ports: BTreeSet<u16>,
+    pub records: u64,
 }
 
 #[derive(Default)]
@@ -260,92 +262,6 @@ fn judge(
             Host::Ip(ip) => *ips.entry(*ip).or_default() += records,
         }
     }
-}
-
-/// The entries for `base` used on `ports`: port-less when every organization port was
-/// used (a port-less entry gets exactly those), plus each other port written out.
-fn port_entries(base: &str, ports: &BTreeSet<u16>, org_ports: &[u16]) -> Vec<String> {
-    let portless = !org_ports.is_empty() && org_ports.iter().all(|p| ports.contains(p));
-    let mut out = Vec::new();
-    if portless {
-        out.push(base.to_string());
-    }
-    for p in ports {
-        if !(portless && org_ports.contains(p)) {
-            out.push(format!("{base}:{p}"));
-        }
-    }
-    out
-}
-
-fn parse_all(texts: &[String]) -> Option<Vec<DomainEntry>> {
-    texts.iter().map(|t| DomainEntry::parse(t).ok()).collect()
-}
-
-/// The wildcards to collapse names into: `*.PARENT` for each parent with enough names
-/// directly under it, when the wildcard loads, is not shared hosting, and `org` covers it.
-fn wildcards(org: &OrgPolicy, names: &BTreeMap<HostName, Used>) -> Vec<DomainEntry> {
-    let extra = org.shared_hosting_extra();
-    let ports = org.allowed_ports();
-    let mut parents: BTreeMap<&str, Vec<&HostName>> = BTreeMap::new();
-    for name in names.keys() {
-        if let Some((_, parent)) = name.as_str().split_once('.') {
-            parents.entry(parent).or_default().push(name);
-        }
-    }
-    let mut out = Vec::new();
-    for (parent, children) in parents {
-        if children.len() < SIBLINGS || children.iter().any(|n| classify(n, extra).is_some()) {
-            continue;
-        }
-        let union: BTreeSet<u16> = children
-            .iter()
-            .flat_map(|n| names[*n].ports.iter().copied())
-            .collect();
-        let Some(entries) = parse_all(&port_entries(&format!("*.{parent}"), &union, ports)) else {
-            continue; // over a public suffix: it does not load
-        };
-        let fits = entries.iter().all(|e| {
-            !pattern_is_shared_hosting(&e.pattern, extra) && set_covers(org.allowed(), e, ports)
-        });
-        if fits {
-            out.extend(entries);
-        }
-    }
-    // A wildcard inside another is redundant.
-    let all = out.clone();
-    out.retain(|w| {
-        !all.iter()
-            .any(|o| o.text != w.text && entry_covered(w, o, ports))
-    });
-    out
-}
-
-/// The policy's `allowed_domains`: the wildcards, then each name's entries that no
-/// wildcard covers; sorted, each with the names and records it stands for.
-fn entries(org: &OrgPolicy, names: &BTreeMap<HostName, Used>) -> Vec<Suggested> {
-    let ports = org.allowed_ports();
-    let wild = wildcards(org, names);
-    let mut out: BTreeMap<String, Suggested> = BTreeMap::new();
-    for (name, used) in names {
-        let texts = port_entries(name.as_str(), &used.ports, ports);
-        for e in parse_all(&texts).unwrap_or_default() {
-            let text = match wild.iter().find(|w| entry_covered(&e, w, ports)) {
-                Some(w) => w.text.to_string(),
-                None => e.text.to_string(),
-            };
-            let s = out.entry(text.clone()).or_insert_with(|| Suggested {
-                entry: text,
-                names: Vec::new(),
-                records: 0,
-            });
-            if s.names.last() != Some(&name.to_string()) {
-                s.names.push(name.to_string());
-                s.records += used.records;
-            }
-        }
-    }
-    out.into_values().collect()
 }
 
 /// The suggestion for people: each entry with what it covers, then what was left out.

@@ -60,6 +60,7 @@ fn suggestions() {
         ("three_siblings_collapse",      &[(A, "a.example.com", 443), (A, "b.example.com", 443), (A, "c.example.com", 443)], &["*.example.com:443"]),
         ("wildcard_takes_the_union_of_ports", &[(A, "a.example.com", 443), (A, "b.example.com", 80), (A, "c.example.com", 443)], &["*.example.com"]),
         ("covered_deeper_name_is_dropped", &[(A, "a.example.com", 443), (A, "b.example.com", 443), (A, "c.example.com", 443), (A, "x.a.example.com", 443)], &["*.example.com:443"]),
+        ("nested_wildcard_is_dropped",   &[(A, "a.x.example.com", 443), (A, "b.x.example.com", 443), (A, "c.x.example.com", 443), (A, "d.example.com", 443), (A, "e.example.com", 443), (A, "f.example.com", 443)], &["*.example.com:443"]),
         ("apex_is_not_under_its_wildcard", &[(A, "a.example.org", 443), (A, "b.example.org", 443), (A, "c.example.org", 443), (A, "example.org", 443)], &["*.example.org:443"]),
         ("not_over_a_public_suffix",     &[(A, "x.com", 443), (A, "y.com", 443), (A, "z.com", 443)],      &["x.com:443", "y.com:443", "z.com:443"]),
         ("not_on_shared_hosting",        &[(A, "a.github.io", 443), (A, "b.github.io", 443), (A, "c.github.io", 443)], &["a.github.io:443", "b.github.io:443", "c.github.io:443"]),

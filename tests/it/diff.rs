@@ -167,7 +167,12 @@ fn errors_exit_2() {
     let missing = diff("text", "org-old.toml", "nothing-here.toml");
     assert_eq!(missing.code, 2);
     assert!(missing.stderr.contains("cannot read"), "{}", missing.stderr);
-    let bad = diff("text", "org-old.toml", "audit.jsonl");
+    let bad = egress(&[
+        "diff",
+        &format!("{DIR}/org-old.toml"),
+        "tests/fixtures/lint/bad/unknown-key.toml",
+    ]);
     assert_eq!(bad.code, 2, "a file that does not load: {}", bad.stderr);
+    assert!(bad.stderr.contains("unknown-key.toml:2"), "{}", bad.stderr);
     assert_eq!(egress(&["diff", "--format", "yaml", "a", "b"]).code, 2);
 }
