@@ -271,7 +271,7 @@ pub fn text(s: &Suggestion) -> String {
     let n = s.allowed_domains.len() + s.allowed_cidrs.len();
     let _ = writeln!(
         out,
-        "# {n} entries covering {} records from {} files",
+        "# {n} entries covering {} records from {} file(s)",
         s.records,
         s.files.len()
     );
@@ -326,6 +326,19 @@ pub fn left_out(s: &Suggestion) -> String {
         );
         for l in &s.refused {
             let _ = writeln!(out, "  {}:{}: {} records", l.host, l.port, l.records);
+        }
+    }
+    for c in &s.allowed_cidrs {
+        let private = c.names[0]
+            .parse()
+            .ok()
+            .and_then(crate::policy::address::refused_class);
+        if private.is_some() {
+            let _ = writeln!(
+                out,
+                "note: `{}` is a private address the organization's allowed_cidrs open (kept: it was used; lint warns about it)",
+                c.entry
+            );
         }
     }
     for name in &s.shared_hosting {
