@@ -56,6 +56,8 @@ pub struct Attempt<'a> {
     #[serde(borrow)]
     pub event: Cow<'a, str>,
     #[serde(default, borrow)]
+    pub request_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
     pub host: Option<Cow<'a, str>>,
     #[serde(default)]
     pub port: Option<u16>,

@@ -22,8 +22,11 @@ use crate::policy::{
     check_address, decide, decide_any_port, Decision, Effective, Host, Target, VerdictKind,
 };
 
-/// How many destinations each list shows; the counts cover all of them.
-pub const EXAMPLES: usize = 50;
+/// How many destinations each list of the text output shows (JSON lists them all).
+pub const SHOWN: usize = 50;
+
+/// How many request ids of its records a changed destination names.
+pub const EXAMPLES: usize = 3;
 
 /// A usage or I/O error (exit 2).
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +61,8 @@ pub struct Changed {
     pub port: Option<u16>,
     pub resolved_ip: Option<String>,
     pub records: u64,
+    /// The `request_id` of its first records (at most [`EXAMPLES`]), to find them in the log.
+    pub examples: Vec<String>,
     pub then: Then,
     pub now: Now,
 }
@@ -77,7 +82,7 @@ pub struct Replay {
     /// Destinations behind `would_break` / `would_open`.
     pub break_destinations: usize,
     pub open_destinations: usize,
-    /// At most [`EXAMPLES`] each, most records first.
+    /// Most records first.
     pub breaks: Vec<Changed>,
     pub opens: Vec<Changed>,
     /// Records of other events, or denied for a reason that is not about the destination.
@@ -121,16 +126,14 @@ pub fn replay(org: &Path, policy: Option<&Path>, files: &[PathBuf]) -> Result<Re
         malformed: groups.malformed,
         warnings: std::mem::take(&mut groups.warnings),
     };
-    for (key, records) in groups.map {
-        judge_group(&eff, &key, records, &mut out);
+    for (key, group) in groups.map {
+        judge_group(&eff, &key, group, &mut out);
     }
     for list in [&mut out.breaks, &mut out.opens] {
         list.sort_by(|a, b| b.records.cmp(&a.records).then(a.host.cmp(&b.host)));
     }
     out.break_destinations = out.breaks.len();
     out.open_destinations = out.opens.len();
-    out.breaks.truncate(EXAMPLES);
-    out.opens.truncate(EXAMPLES);
     Ok(out)
 }
 
@@ -139,7 +142,7 @@ const SEP: char = '\u{1f}';
 
 #[derive(Default)]
 struct Groups {
-    map: HashMap<String, u64>,
+    map: HashMap<String, Group>,
     key: String,
     not_redecided: u64,
     malformed: u64,
@@ -179,17 +182,29 @@ impl Groups {
             self.key,
             "{event}{SEP}{reason}{SEP}{host}{SEP}{port}{SEP}{ip}"
         );
-        match self.map.get_mut(self.key.as_str()) {
-            Some(n) => *n += 1,
-            None => {
-                self.map.insert(self.key.clone(), 1);
-            }
+        let group = match self.map.get_mut(self.key.as_str()) {
+            Some(g) => g,
+            None => self.map.entry(self.key.clone()).or_default(),
+        };
+        group.records += 1;
+        if group.examples.len() < EXAMPLES {
+            group
+                .examples
+                .extend(a.request_id.as_deref().map(str::to_string));
         }
     }
 }
 
+/// The records of one key: how many, and the request ids of the first.
+#[derive(Default)]
+struct Group {
+    records: u64,
+    examples: Vec<String>,
+}
+
 /// Decide one group again and count it.
-fn judge_group(eff: &Effective, key: &str, records: u64, out: &mut Replay) {
+fn judge_group(eff: &Effective, key: &str, group: Group, out: &mut Replay) {
+    let records = group.records;
     let mut parts = key.split(SEP);
     let mut next = || parts.next().unwrap_or("");
     let (event, reason, host, port, ip) = (next(), next(), next(), next(), next());
@@ -223,6 +238,7 @@ fn judge_group(eff: &Effective, key: &str, records: u64, out: &mut Replay) {
         port,
         resolved_ip: resolved.map(|ip| ip.to_string()),
         records,
+        examples: group.examples,
         then: Then {
             event: event.to_string(),
             reason: (!reason.is_empty()).then(|| reason.to_string()),
@@ -294,11 +310,15 @@ pub fn text(r: &Replay) -> String {
             continue;
         }
         let _ = writeln!(out, "{title} ({total} destinations):");
-        for c in list {
+        for c in list.iter().take(SHOWN) {
             let _ = writeln!(out, "  {}", line(c));
         }
-        if total > list.len() {
-            let _ = writeln!(out, "  ... and {} more", total - list.len());
+        if total > SHOWN {
+            let _ = writeln!(
+                out,
+                "  ... and {} more (--format json lists them all)",
+                total - SHOWN
+            );
         }
     }
     out
@@ -324,8 +344,13 @@ fn line(c: &Changed) -> String {
         .map(|r| format!(", rule `{r}`"))
         .unwrap_or_default();
     let plural = if c.records == 1 { "" } else { "s" };
+    let examples = if c.examples.is_empty() {
+        String::new()
+    } else {
+        format!(" [{}]", c.examples.join(", "))
+    };
     format!(
-        "{dest}: {} record{plural}: {then} -> {now} (level {}{rule})",
+        "{dest}: {} record{plural}{examples}: {then} -> {now} (level {}{rule})",
         c.records, c.now.level
     )
 }

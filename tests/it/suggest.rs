@@ -172,6 +172,11 @@ fn replay_under_a_narrower_policy_reports_what_would_break() {
     assert_eq!(r["not_redecided"], 1, "the auth_required denial");
     let first = &r["breaks"][0];
     assert_eq!(first["records"], 3);
+    assert_eq!(
+        first["examples"],
+        serde_json::json!(["r0", "r1", "r2"]),
+        "{first}"
+    );
     assert_eq!(first["now"]["reason"], "not_in_request_policy");
     let text = egress(&["audit", "replay", "--org", ORG, LOG]);
     assert_eq!(text.code, 1);
