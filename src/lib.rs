@@ -5,9 +5,8 @@
 //! # Public API
 //!
 //! What the binary, the benches and the fuzz targets use: [`cli`] (the argument types),
-//! [`serve::run`], [`check::run`], [`lint`], [`summary`], [`diff`], [`load_org`], the
-//! pure [`policy`] core, and
-//! `fuzzing` behind its feature. Everything else is `pub(crate)`.
+//! [`serve::run`], [`check::run`], [`lint`], [`summary`], [`diff`], the pure [`policy`]
+//! core, and `fuzzing` behind its feature. Everything else is `pub(crate)`.
 //!
 //! # Layout
 //!
@@ -75,12 +74,3 @@ pub mod run;
 pub mod serve;
 pub(crate) mod session;
 pub mod summary;
-
-/// Load an organization file as `serve` does (for the commands that need only it).
-pub fn load_org(path: &std::path::Path) -> Result<policy::OrgPolicy, load::LoadError> {
-    let text = load::read(path)?;
-    Ok(policy::OrgPolicy::from_toml(
-        &text,
-        &path.display().to_string(),
-    )?)
-}

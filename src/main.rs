@@ -175,11 +175,7 @@ fn diff(args: &DiffArgs) -> ExitCode {
 
 fn suggest(args: &SuggestArgs) -> ExitCode {
     use egress_proxy::summary::suggest;
-    let org = match egress_proxy::load_org(&args.org) {
-        Ok(org) => org,
-        Err(e) => return fail(e),
-    };
-    let s = match suggest::suggest(&org, &args.files) {
+    let s = match suggest::run(&args.org, &args.files) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };

@@ -9,6 +9,17 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::SummaryError;
+use crate::load::LoadError;
+
+/// Why `audit suggest` or `audit replay` could not run (exit 2): a policy that does not
+/// load, or a log that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    #[error("{0}")]
+    Read(#[from] SummaryError),
+}
 
 /// Call `f` with each line of the log at `path` (without its `\n`). A cut gzip stream
 /// (a log rotated mid-write) ends the file, not the run: the returned warnings say so.

@@ -15,9 +15,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::read::{self, Line, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
-use super::SummaryError;
-use crate::load::{self, LoadError};
+use super::read::{self, Line, LogError, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
+use crate::load;
 use crate::policy::{
     check_address, decide, decide_any_port, Decision, Effective, Host, Target, VerdictKind,
 };
@@ -27,15 +26,6 @@ pub const SHOWN: usize = 50;
 
 /// How many request ids of its records a changed destination names.
 pub const EXAMPLES: usize = 3;
-
-/// A usage or I/O error (exit 2).
-#[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
-    #[error("{0}")]
-    Load(#[from] LoadError),
-    #[error("{0}")]
-    Read(#[from] SummaryError),
-}
 
 /// The verdict a record gave then.
 #[derive(Debug, Serialize, Clone)]
@@ -98,7 +88,7 @@ impl Replay {
 }
 
 /// Read `files`, group their records, and decide each group under the policies.
-pub fn replay(org: &Path, policy: Option<&Path>, files: &[PathBuf]) -> Result<Replay, ReplayError> {
+pub fn replay(org: &Path, policy: Option<&Path>, files: &[PathBuf]) -> Result<Replay, LogError> {
     let policies = load::load_strict(org, policy)?;
     let mut groups = Groups::default();
     for file in files {

@@ -12,13 +12,14 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::read::{self, Line, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
+use super::read::{self, Line, LogError, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
 use super::SummaryError;
+use crate::load::LoadError;
 use crate::policy::shared_hosting::classify;
 use crate::policy::{decide, Effective, Host, HostName, OrgPolicy};
 use crate::policy::{Target, Verdict};
@@ -82,6 +83,13 @@ impl Suggestion {
 
 #[path = "collapse.rs"]
 mod collapse;
+
+/// Load the organization file at `org` as `serve` does, and suggest from `files`.
+pub fn run(org: &Path, files: &[PathBuf]) -> Result<Suggestion, LogError> {
+    let text = crate::load::read(org)?;
+    let org = OrgPolicy::from_toml(&text, &org.display().to_string()).map_err(LoadError::from)?;
+    Ok(suggest(&org, files)?)
+}
 
 /// Read `files` and suggest the policy for `org`.
 pub fn suggest(org: &OrgPolicy, files: &[PathBuf]) -> Result<Suggestion, SummaryError> {
