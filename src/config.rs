@@ -57,6 +57,10 @@ pub struct ServeConfig {
     pub require_session: bool,
     /// `--transparent-listen`: where connections redirected by nftables arrive.
     pub transparent_listen: Option<SocketAddr>,
+    /// `--ca`: the interception CA's directory.
+    pub ca: Option<PathBuf>,
+    /// `--upstream-ca`: more roots for inspected hosts' servers.
+    pub upstream_ca: Option<PathBuf>,
 }
 
 /// A positive, finite number of seconds.
@@ -117,6 +121,8 @@ impl ServeConfig {
             dns_server: args.dns_server,
             require_session: args.require_session,
             transparent_listen: args.transparent_listen,
+            ca: args.ca,
+            upstream_ca: args.upstream_ca,
         })
     }
 }

@@ -28,6 +28,8 @@
 //! - `dns`: the DNS listener of confinement (`--dns-listen`): answers from the policy
 //!   alone, synthetic addresses for allowed names, `NXDOMAIN` and an audit record for
 //!   denied ones.
+//! - [`tls`]: interception's TLS: the CA (`ca init`, `serve --ca`), leaf certificates
+//!   minted per name, and the verified client side of connections to inspected hosts.
 //! - `net`: resolving (pins, a chosen DNS server) and dialing checked addresses only.
 //! - `audit`: the audit record and its writer.
 //! - `admin`: the control plane on its own listener: the session calls, reload
@@ -69,3 +71,4 @@ pub mod run;
 pub mod serve;
 pub(crate) mod session;
 pub mod summary;
+pub mod tls;

@@ -17,7 +17,7 @@ use hyper::{Request, Response, StatusCode, Uri};
 
 use super::judge::Approved;
 use super::pool::{Lease, SendError, Upstream};
-use super::record::{audit_allowed, plain_url, Client};
+use super::record::{audit_allowed, inspected_url, plain_url, Client};
 use super::refusal::Failure;
 use super::state::State;
 use super::{answer, Body};
@@ -53,7 +53,10 @@ pub async fn forward(
 ) -> Response<Body> {
     // The URL is only for the allowed record: no string built when none is written.
     let url = if state.audit_allowed {
-        plain_url(&req)
+        match &approved.upstream_tls {
+            None => plain_url(&req),
+            Some(_) => Some(inspected_url(&req, &approved.target)),
+        }
     } else {
         None
     };
@@ -69,9 +72,13 @@ pub async fn forward(
         })
         .boxed();
     strip_hop_by_hop(&mut parts.headers);
+    let default_port = match approved.upstream_tls {
+        None => 80,
+        Some(_) => 443,
+    };
     parts.headers.insert(
         HOST,
-        host_value(&approved.target.host, approved.target.port),
+        host_value(&approved.target.host, approved.target.port, default_port),
     );
     parts.uri = origin_form(&parts.uri);
     let head_up = parts.method.as_str().len() + parts.uri.path().len() + head_len(&parts.headers);
@@ -89,7 +96,13 @@ pub async fn forward(
         dialed: None,
         armed: true,
     };
-    let (resp, lease) = match upstream.send(&record.approved.addrs, upstream_req).await {
+    let (resp, lease) = match upstream
+        .send(
+            &record.approved.addrs,
+            upstream_req,
+            record.approved.upstream_tls.as_ref(),
+        )
+        .await {
         Ok(sent) => sent,
         Err(e) => {
             let failure = upstream_failure(&e, &record.approved);
@@ -157,11 +170,12 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// The `Host` upstream sees: the approved authority, the port only when not 80.
-fn host_value(host: &Host, port: u16) -> HeaderValue {
-    let text = match (host, port) {
-        (Host::Ip(std::net::IpAddr::V6(v6)), 80) => format!("[{v6}]"),
-        (_, 80) => host.to_string(),
+/// The `Host` upstream sees: the approved authority, the port only when not the
+/// scheme's default.
+fn host_value(host: &Host, port: u16, default_port: u16) -> HeaderValue {
+    let text = match host {
+        Host::Ip(std::net::IpAddr::V6(v6)) if port == default_port => format!("[{v6}]"),
+        _ if port == default_port => host.to_string(),
         _ => host.authority(port),
     };
     HeaderValue::from_maybe_shared(Bytes::from(text))
@@ -184,6 +198,13 @@ fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
     match e {
         SendError::Dial(DialError::Timeout) => Failure::connect(&approved.target, true),
         SendError::Dial(_) => Failure::connect(&approved.target, false),
+        SendError::Tls(e) => {
+            let target = approved.target.host.authority(approved.target.port);
+            Failure {
+                status: StatusCode::BAD_GATEWAY,
+                message: format!("TLS with upstream {target} failed: {e}"),
+            }
+        }
         SendError::Upstream(_) => {
             let target = approved.target.host.authority(approved.target.port);
             Failure {

@@ -34,50 +34,153 @@ pub struct Approved {
     pub session: Option<Arc<Session>>,
     /// When the request was allowed, for the decision-to-first-byte latency.
     pub decided_at: Instant,
+    /// A request read inside an intercepted tunnel goes upstream over TLS verified for
+    /// this name (the `CONNECT` host); `None` for plain HTTP and for tunnels.
+    pub upstream_tls: Option<Arc<str>>,
+    /// The request's `X-Network-Policy`: a `CONNECT`'s narrows every request read
+    /// inside its tunnel when it is intercepted.
+    pub header: Option<RequestPolicy>,
 }
 
 /// Judge `req`: Ok with the approved addresses, or why it stops.
 pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Result<Approved, Stop> {
     request::head_within(req, state.limits.max_header_bytes)?;
     let target = request::target(req)?;
-    if state.audit.refusing() {
-        // Nothing goes through unrecorded (docs/reference/audit-log.md).
-        let refusal = Refusal::new(
-            Reason::AuditUnavailable,
-            target.host.to_string(),
-            target.port,
-        )
-        .with_detail("the audit log cannot be written; every request is refused until it can");
-        return Err(refusal.into());
-    }
+    refuse_while_unaudited(state, &target)?;
     let policies = state.policies();
     let session = credentials(req, state, &target)?;
+    let header = request::header_policy(req.headers(), &target).map_err(|r| r.in_session(&session))?;
+    let decision = decide_levels(&policies, session.as_deref(), &[header.as_ref()], &target)
+        .map_err(|r| r.in_session(&session))?;
+    settle(&decision, &target, &session, state, client, || plain_url(req)).await?;
+    let headers = [header.as_ref()];
+    let addrs = checked_addrs(&decision, &policies, &session, &headers, &target, state).await?;
+    Ok(Approved {
+        addrs,
+        target,
+        decision,
+        policies,
+        session,
+        decided_at: Instant::now(),
+        upstream_tls: None,
+        header,
+    })
+}
+
+/// Judge a request read inside an intercepted tunnel (docs/reference/inspection.md):
+/// the tunnel's target, session and policies (those the `CONNECT` was decided with),
+/// narrowed by the `CONNECT`'s `X-Network-Policy` and then the request's own, decided by
+/// the same code as every other request. It goes to the tunnel's checked addresses.
+pub async fn judge_inner<B>(
+    req: &Request<B>,
+    tunnel: &Approved,
+    state: &State,
+    client: &Client,
+) -> Result<Approved, Stop> {
+    request::head_within(req, state.limits.max_header_bytes)?;
+    let session = tunnel.session.clone();
     let tag = |r: Refusal| r.in_session(&session);
+    let target = request::inner_target(req, &tunnel.target).map_err(tag)?;
+    refuse_while_unaudited(state, &target)?;
+    let policies = tunnel.policies.clone();
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
-    let mut levels = base_levels(&policies, session.as_deref(), &target).map_err(tag)?;
-    if let Some(narrower) = &header {
+    let headers = [tunnel.header.as_ref(), header.as_ref()];
+    let decision = decide_levels(&policies, session.as_deref(), &headers, &target).map_err(tag)?;
+    let url = || Some(super::record::inspected_url(req, &target));
+    settle(&decision, &target, &session, state, client, url).await?;
+    Ok(Approved {
+        target,
+        addrs: tunnel.addrs.clone(),
+        decision,
+        policies,
+        session,
+        decided_at: Instant::now(),
+        upstream_tls: Some(Arc::from(tunnel.target.host.to_string())),
+        header: None,
+    })
+}
+
+/// Nothing goes through unrecorded (docs/reference/audit-log.md).
+fn refuse_while_unaudited(state: &State, target: &Target) -> Result<(), Refusal> {
+    if !state.audit.refusing() {
+        return Ok(());
+    }
+    let refusal = Refusal::new(
+        Reason::AuditUnavailable,
+        target.host.to_string(),
+        target.port,
+    )
+    .with_detail("the audit log cannot be written; every request is refused until it can");
+    Err(refusal)
+}
+
+/// Step 3: the request levels, then each narrowing header in order, checked to narrow
+/// what is above it.
+fn levels<'a>(
+    policies: &'a Policies,
+    session: Option<&'a Session>,
+    headers: &[Option<&'a RequestPolicy>],
+    target: &Target,
+) -> Result<Vec<&'a RequestPolicy>, Refusal> {
+    let mut levels = base_levels(policies, session, target)?;
+    for narrower in headers.iter().flatten() {
         if let Err(widening) = check_narrowing(&policies.org, &levels, narrower) {
             let what = "X-Network-Policy widens the policy";
-            return Err(tag(Refusal::widening(&target, &widening, what)).into());
+            return Err(Refusal::widening(target, &widening, what));
         }
         levels.push(narrower);
     }
+    Ok(levels)
+}
+
+/// Steps 3 and 4: the levels and the decision.
+fn decide_levels(
+    policies: &Policies,
+    session: Option<&Session>,
+    headers: &[Option<&RequestPolicy>],
+    target: &Target,
+) -> Result<Decision, Refusal> {
+    let levels = levels(policies, session, headers, target)?;
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
     };
-    let decision = decide(&eff, &target);
+    Ok(decide(&eff, target))
+}
+
+/// A denial stops here; a denial report mode lets through is recorded and goes on.
+async fn settle(
+    decision: &Decision,
+    target: &Target,
+    session: &Option<Arc<Session>>,
+    state: &State,
+    client: &Client,
+    url: impl FnOnce() -> Option<String>,
+) -> Result<(), Stop> {
     match decision.verdict {
         Verdict::Deny(reason) => {
-            return Err(tag(Refusal::from_decision(&decision, reason, &target)).into())
+            Err(Refusal::from_decision(decision, reason, target).in_session(session).into())
         }
         Verdict::WouldDeny(reason) => {
-            let would = tag(Refusal::from_decision(&decision, reason, &target));
+            let would = Refusal::from_decision(decision, reason, target).in_session(session);
             // Boxed for the same reason as the denial's record in `conn::handle`.
-            Box::pin(audit_would_deny(state, client, &would, plain_url(req))).await;
+            Box::pin(audit_would_deny(state, client, &would, url())).await;
+            Ok(())
         }
-        Verdict::Allow => {}
+        Verdict::Allow => Ok(()),
     }
+}
+
+/// Step 5, for an allowed request: resolve a name, and keep the addresses that pass the
+/// address check (under the same levels the request was decided with).
+async fn checked_addrs(
+    decision: &Decision,
+    policies: &Policies,
+    session: &Option<Arc<Session>>,
+    headers: &[Option<&RequestPolicy>],
+    target: &Target,
+    state: &State,
+) -> Result<Vec<CheckedAddr>, Stop> {
     let ips = match &target.host {
         Host::Ip(ip) => vec![*ip],
         Host::Name(name) => {
@@ -91,6 +194,12 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
             })?
         }
     };
+    let tag = |r: Refusal| Stop::from(r.in_session(session));
+    let levels = levels(policies, session.as_deref(), headers, target).map_err(tag)?;
+    let eff = Effective {
+        org: &policies.org,
+        levels: &levels,
+    };
     let mut addrs: Vec<CheckedAddr> = Vec::with_capacity(ips.len());
     let mut refused = None;
     for ip in ips {
@@ -103,20 +212,12 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     if addrs.is_empty() {
         let (verdict, reason, ip) =
             refused.expect("a lookup that succeeded returned at least one address");
-        let mut refusal = Refusal::from_decision(&verdict, reason, &target);
+        let mut refusal = Refusal::from_decision(&verdict, reason, target);
         refusal.shared_hosting = decision.shared_hosting;
         refusal.resolved_ip = Some(ip);
-        return Err(tag(refusal).into());
+        return Err(tag(refusal));
     }
-    drop(levels);
-    Ok(Approved {
-        target,
-        addrs,
-        decision,
-        policies,
-        session,
-        decided_at: Instant::now(),
-    })
+    Ok(addrs)
 }
 
 /// Step 2: the session named by `Proxy-Authorization`, if any. Wrong credentials are

@@ -19,12 +19,15 @@
 //! - [`tunnel`]: `CONNECT` tunnels; [`relay`] copies their bytes (on Linux bulk bytes
 //!   go through `splice`, socket to pipe to socket, read in batches), [`idle`] watches
 //!   for quiet ones and [`inspect`] judges their first bytes.
+//! - `intercept`: tunnels to inspected hosts, their TLS terminated with a leaf from
+//!   the CA, each request inside judged and forwarded like any other.
 
 pub mod answer;
 mod conn;
 pub mod forward;
 pub mod idle;
 pub mod inspect;
+pub(crate) mod intercept;
 pub mod judge;
 pub mod limits;
 pub mod pool;

@@ -98,6 +98,18 @@ pub fn plain_url<B>(req: &Request<B>) -> Option<String> {
     (req.method() != Method::CONNECT).then(|| req.uri().to_string())
 }
 
+/// The URL of a request read inside an intercepted tunnel, for the audit record:
+/// `https://` and the tunnel's authority, then the request's path and query (cut as
+/// every recorded URL is).
+pub fn inspected_url<B>(req: &Request<B>, target: &crate::policy::Target) -> String {
+    let authority = match target.port {
+        443 => target.host.authority(443).trim_end_matches(":443").to_string(),
+        port => target.host.authority(port),
+    };
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    format!("https://{authority}{path}")
+}
+
 /// Count and write the audit record of a refusal (waiting while the audit queue is
 /// full: a refusal is answered only once its record is queued).
 pub async fn audit_refusal(state: &State, client: &Client, refusal: &Refusal, url: Option<String>) {

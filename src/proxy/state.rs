@@ -55,6 +55,8 @@ pub struct State {
     /// The synthetic addresses the DNS listener hands out, which the transparent
     /// listener maps back to names.
     pub synthetic: Arc<SyntheticNames>,
+    /// `serve --ca`: the CA's leaves and the upstream TLS client for inspected hosts.
+    pub interception: Option<Arc<crate::tls::Interception>>,
 }
 
 impl State {
