@@ -291,6 +291,7 @@ fn step_text(step: &Step, policy_name: &str) -> String {
             Match::OtherPort { rule, port, ports } => format!(
                 "org allowed_domains: `{rule}` matches the name but not port {port} (allowed_ports {ports:?}): denied"
             ),
+            other => format!("org allowed_domains: {}", rule_step(other)),
         },
         Step::RequestDisabled { .. } => {
             format!("request policy ({policy_name}): {{\"type\": \"disabled\"}}: denied")
@@ -303,6 +304,7 @@ fn step_text(step: &Step, policy_name: &str) -> String {
             Match::OtherPort { rule, port, .. } => format!(
                 "request policy ({policy_name}): `{rule}` matches the name but not port {port}: denied"
             ),
+            other => format!("request policy ({policy_name}): {}", rule_step(other)),
         },
         Step::SharedHosting { under: None, .. } => "shared hosting: no".into(),
         Step::SharedHosting {
@@ -314,6 +316,26 @@ fn step_text(step: &Step, policy_name: &str) -> String {
                 SharedHostingAction::Flag => "action = \"flag\": allowed, marked in the audit log",
             };
             format!("shared hosting: yes (under `{why}`), {action}")
+        }
+    }
+}
+
+/// The step of an entry with rules judging the request's method and path.
+fn rule_step(found: &Match) -> String {
+    match found {
+        Match::Request { rule, method, path } => {
+            format!("`{rule}` allows {method} {path}")
+        }
+        Match::OtherMethod { rule, method } => format!(
+            "no entry for the name and port allows the method {method} (first: `{rule}`): denied, method_not_allowed"
+        ),
+        Match::OtherPath { rule, method, path } => format!(
+            "no entry allowing {method} allows the path {path} (first: `{rule}`): denied, path_not_allowed"
+        ),
+        Match::Port { rule, port } => format!("`{rule}` matches on port {port}"),
+        Match::None => "no entry matches: denied".into(),
+        Match::OtherPort { rule, port, .. } => {
+            format!("`{rule}` matches the name but not port {port}: denied")
         }
     }
 }

@@ -21,6 +21,7 @@ use super::file::DEFAULT_PORTS;
 
 #[path = "domain_set.rs"]
 mod domain_set;
+mod entry;
 mod json;
 mod node;
 mod org;

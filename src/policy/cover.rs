@@ -106,7 +106,7 @@ pub(crate) fn widening(
             })
         };
         if let Some(why) = why {
-            out.push((e.text.to_string(), why.to_string()));
+            out.push((e.rule().to_string(), why.to_string()));
         }
     }
     for net in cidrs.iter().flatten() {

@@ -38,6 +38,16 @@ pub const POLICY_KEYS: [&str; 3] = ["type", "allowed_domains", "allowed_cidrs"];
 /// The keys of a request policy of `"type": "disabled"`: nothing but the type.
 pub const DISABLED_KEYS: [&str; 1] = ["type"];
 
+/// The keys of an `allowed_domains` entry written as a table (SPEC 12).
+pub const ENTRY_KEYS: [&str; 5] = ["host", "methods", "paths", "access", "inspect"];
+
+/// An entry's `access`: the only value there is, a name for `GET`, `HEAD`, `OPTIONS`.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+pub enum RawAccess {
+    #[serde(rename = "read-only")]
+    ReadOnly,
+}
+
 /// `mode`. The variant names (and serde's "unknown variant" message) come from here.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]

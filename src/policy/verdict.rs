@@ -73,10 +73,14 @@ pub enum Reason {
     LimitExceeded,
     /// The audit log cannot be written: nothing is let through unrecorded.
     AuditUnavailable,
+    /// The entries matching host and port allow other methods (SPEC 12).
+    MethodNotAllowed,
+    /// The entries allowing the method allow other paths (SPEC 12).
+    PathNotAllowed,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 18] = [
         Reason::NotInOrgAllowlist,
         Reason::NotInRequestPolicy,
         Reason::NetworkDisabled,
@@ -93,6 +97,8 @@ impl Reason {
         Reason::AuthRequired,
         Reason::LimitExceeded,
         Reason::AuditUnavailable,
+        Reason::MethodNotAllowed,
+        Reason::PathNotAllowed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -113,6 +119,8 @@ impl Reason {
             Reason::AuthRequired => "auth_required",
             Reason::LimitExceeded => "limit_exceeded",
             Reason::AuditUnavailable => "audit_unavailable",
+            Reason::MethodNotAllowed => "method_not_allowed",
+            Reason::PathNotAllowed => "path_not_allowed",
         }
     }
 
@@ -137,6 +145,8 @@ impl Reason {
                 | Reason::NetworkDisabled
                 | Reason::PortNotAllowed
                 | Reason::SharedHosting
+                | Reason::MethodNotAllowed
+                | Reason::PathNotAllowed
         )
     }
 }

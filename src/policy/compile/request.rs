@@ -3,11 +3,11 @@
 
 use ipnet::IpNet;
 
+use super::entry::{self, Tables};
 use super::node::{self, missing, Node};
 use super::problems::{ProblemKind, Problems};
 use super::{DomainSet, OrgPolicy, RequestPolicy, RequestSpans, Sealed, Written};
 use crate::policy::file::{RawPolicyType, DISABLED_KEYS, POLICY_KEYS};
-use crate::policy::host::DomainEntry;
 
 /// A whole JSON document: an object, or nothing is read.
 pub(super) fn compile_document<'a, N: Node<'a>>(
@@ -68,6 +68,7 @@ pub(super) fn compile<'a, N: Node<'a>>(
                 p,
                 Some(list),
                 (table, "allowed_domains"),
+                Tables::Request,
                 &mut spans.allowed_domains,
             )
         }
@@ -91,31 +92,25 @@ pub(super) fn compile<'a, N: Node<'a>>(
 /// A list's name in messages: the table it sits in, and its key.
 pub(super) type ListName = (&'static str, &'static str);
 
-/// A domain list: the entries that parse, each one's offset into `spans`.
+/// A domain list: the entries that parse, each one's offset into `spans`. `tables` says
+/// whether (and with which keys) an entry may be a table.
 pub(super) fn domain_list<'a, N: Node<'a>>(
     p: &mut Problems,
     node: Option<N>,
     (table, key): ListName,
+    tables: Tables,
     spans: &mut Vec<usize>,
 ) -> DomainSet {
-    let Some(items) = node.and_then(|n| node::strings(p, n)) else {
+    let Some(list) = node.and_then(|n| node::elements(p, n)) else {
         return DomainSet::default();
     };
-    let mut entries = Vec::with_capacity(items.len());
-    for item in items {
-        match DomainEntry::parse(item.text) {
-            Ok(e) => {
-                entries.push(e);
-                spans.push(item.at.unwrap_or(0));
-            }
-            Err(error) => {
-                let message = error.to_string();
-                let kind = ProblemKind::Domain {
-                    list: format!("{table}{key}"),
-                    error,
-                };
-                p.push(item.at, kind, Some(item.text), message);
-            }
+    let at = node.and_then(|n| n.at());
+    let name = format!("{table}{key}");
+    let mut entries = Vec::with_capacity(list.len());
+    for element in list {
+        if let Some(c) = entry::compile(p, element, &name, tables) {
+            entries.push(c.entry);
+            spans.push(c.at.or(at).unwrap_or(0));
         }
     }
     DomainSet::from_entries(entries)
@@ -190,7 +185,7 @@ pub fn widened(org: &OrgPolicy, policy: &RequestPolicy, spans: &RequestSpans) ->
         .entries()
         .iter()
         .zip(&spans.allowed_domains)
-        .map(|(e, at)| ("allowed_domains", e.text.to_string(), *at));
+        .map(|(e, at)| ("allowed_domains", e.rule().to_string(), *at));
     let cidrs = cidrs
         .iter()
         .flatten()
