@@ -56,7 +56,11 @@ fn main() -> ExitCode {
         Command::Ca(args) => match args.command {
             egress_proxy::cli::CaCommand::Init { dir } => match egress_proxy::tls::ca::init(&dir) {
                 Ok(cert) => {
-                    println!("wrote {} and its key; clients must trust {}", dir.display(), cert.display());
+                    println!(
+                        "wrote {} and its key; clients must trust {}",
+                        dir.display(),
+                        cert.display()
+                    );
                     ExitCode::SUCCESS
                 }
                 Err(e) => fail(e),

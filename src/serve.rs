@@ -49,7 +49,9 @@ pub enum StartError {
     Dns(std::io::Error),
     #[error("{0}")]
     Tls(#[from] crate::tls::TlsError),
-    #[error("the organization policy inspects {0}, which needs --ca DIR (make one with `egress-proxy ca init DIR`)")]
+    #[error(
+        "the policy inspects {0}, which needs --ca DIR (make one with `egress-proxy ca init DIR`)"
+    )]
     NoCa(String),
     #[error("cannot install the {signal} handler: {source}")]
     Signal {
@@ -65,7 +67,9 @@ fn interception(
     policies: &load::Policies,
 ) -> Result<Option<Arc<crate::tls::Interception>>, StartError> {
     let Some(dir) = &args.ca else {
-        let inspected = policies.org.inspected_entries();
+        let mut inspected = policies.org.inspected_entries();
+        inspected.extend(policies.proxy.iter().flat_map(|p| p.inspected_entries()));
+        inspected.extend(policies.org.default_policy().inspected_entries());
         if !inspected.is_empty() {
             return Err(StartError::NoCa(inspected.join(", ")));
         }

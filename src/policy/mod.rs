@@ -27,6 +27,7 @@ pub mod cover;
 pub mod decide;
 pub mod file;
 pub mod host;
+mod inspection;
 pub mod names;
 pub mod path;
 mod request_rules;

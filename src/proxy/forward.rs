@@ -15,14 +15,14 @@ use hyper::header::{
 };
 use hyper::{Request, Response, StatusCode, Uri};
 
-use super::judge::Approved;
+use super::judge::{Approved, Judged};
 use super::pool::{Lease, SendError, Upstream};
 use super::record::{audit_allowed, inspected_url, plain_url, Client};
 use super::refusal::Failure;
 use super::state::State;
 use super::{answer, Body};
 use crate::net::dial::DialError;
-use crate::policy::Host;
+use crate::policy::{Host, NormalPath};
 
 /// Headers that describe one hop and are never forwarded
 /// (docs/reference/answers.md, "What upstream sees"), besides those the
@@ -80,7 +80,11 @@ pub async fn forward(
         HOST,
         host_value(&approved.target.host, approved.target.port, default_port),
     );
-    parts.uri = origin_form(&parts.uri);
+    parts.uri = match &approved.judged {
+        // The path its rules judged, in the form they judged it (and the query).
+        Judged::Path(path) => judged_form(path, &parts.uri),
+        _ => origin_form(&parts.uri),
+    };
     let head_up = parts.method.as_str().len() + parts.uri.path().len() + head_len(&parts.headers);
     up_bytes.fetch_add(head_up as u64, Ordering::Relaxed);
     let upstream_req = Request::from_parts(parts, body);
@@ -102,7 +106,8 @@ pub async fn forward(
             upstream_req,
             record.approved.upstream_tls.as_ref(),
         )
-        .await {
+        .await
+    {
         Ok(sent) => sent,
         Err(e) => {
             let failure = upstream_failure(&e, &record.approved);
@@ -192,6 +197,18 @@ fn origin_form(original: &Uri) -> Uri {
             .unwrap_or_else(|| hyper::http::uri::PathAndQuery::from_static("/")),
     );
     Uri::from_parts(parts).expect("a path alone is a valid URI")
+}
+
+/// The request target of a request judged by its path: that normalised path, then the
+/// original query.
+fn judged_form(path: &NormalPath, original: &Uri) -> Uri {
+    let text = match original.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_string(),
+    };
+    // A normalised path (and a query hyper already parsed) is a valid target.
+    text.parse()
+        .expect("a normalised path and an already parsed query form a valid target")
 }
 
 fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {

@@ -78,7 +78,11 @@ pub(crate) async fn serve<S>(
         Err(_) => return,
     };
     let tls_name: Arc<str> = Arc::from(name.as_str());
-    match inside.pool.handshake(upstream, dialed, Some(&tls_name)).await {
+    match inside
+        .pool
+        .handshake(upstream, dialed, Some(&tls_name))
+        .await
+    {
         Ok(lease) => inside.pool.put_back(lease),
         // The first request dials again, and answers 502 if it fails the same way.
         Err(e) => tracing::debug!(host = %name, error = %e, "upstream TLS failed"),
@@ -187,7 +191,9 @@ mod tests {
     #[tokio::test]
     async fn prefixed_yields_the_first_bytes_then_the_stream() {
         let (mut a, b) = tokio::io::duplex(64);
-        tokio::io::AsyncWriteExt::write_all(&mut a, b" world").await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut a, b" world")
+            .await
+            .unwrap();
         drop(a);
         let mut read = Prefixed::new(b"hello".to_vec(), b);
         let mut all = String::new();

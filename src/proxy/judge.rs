@@ -17,7 +17,8 @@ use crate::load::Policies;
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
 use crate::policy::{
-    check_narrowing, decide, Decision, Effective, Host, Reason, RequestPolicy, Verdict,
+    check_narrowing, decide, decide_request, normalize_path, Decision, Effective, Host, Http,
+    NormalPath, Reason, RequestPolicy, Verdict,
 };
 use crate::session::{AuthError, Session};
 
@@ -40,6 +41,8 @@ pub struct Approved {
     /// The request's `X-Network-Policy`: a `CONNECT`'s narrows every request read
     /// inside its tunnel when it is intercepted.
     pub header: Option<RequestPolicy>,
+    /// How rules judged it: the path to send upstream, or a tunnel to intercept.
+    pub judged: Judged,
 }
 
 /// Judge `req`: Ok with the approved addresses, or why it stops.
@@ -49,11 +52,22 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     refuse_while_unaudited(state, &target)?;
     let policies = state.policies();
     let session = credentials(req, state, &target)?;
-    let header = request::header_policy(req.headers(), &target).map_err(|r| r.in_session(&session))?;
-    let decision = decide_levels(&policies, session.as_deref(), &[header.as_ref()], &target)
-        .map_err(|r| r.in_session(&session))?;
-    settle(&decision, &target, &session, state, client, || plain_url(req)).await?;
+    let tag = |r: Refusal| r.in_session(&session);
+    let header = request::header_policy(req.headers(), &target).map_err(tag)?;
+    let asked = Asking::of(req);
     let headers = [header.as_ref()];
+    let judged = decide_levels(&policies, session.as_deref(), &headers, &target, &asked);
+    let (decision, judged) = judged.map_err(tag)?;
+    settle(&decision, &target, &session, state, client, || {
+        plain_url(req)
+    })
+    .await?;
+    if matches!(judged, Judged::Intercept) && state.interception.is_none() {
+        // Rules that cannot be enforced without reading the requests: refused whole.
+        let refusal = Refusal::from_decision(&decision, Reason::MethodNotAllowed, &target)
+            .with_detail("this host's rules need its requests read, and the proxy has no --ca");
+        return Err(tag(refusal).into());
+    }
     let addrs = checked_addrs(&decision, &policies, &session, &headers, &target, state).await?;
     Ok(Approved {
         addrs,
@@ -64,6 +78,7 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
         decided_at: Instant::now(),
         upstream_tls: None,
         header,
+        judged,
     })
 }
 
@@ -85,7 +100,9 @@ pub async fn judge_inner<B>(
     let policies = tunnel.policies.clone();
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
     let headers = [tunnel.header.as_ref(), header.as_ref()];
-    let decision = decide_levels(&policies, session.as_deref(), &headers, &target).map_err(tag)?;
+    let asked = Asking::of(req);
+    let judged = decide_levels(&policies, session.as_deref(), &headers, &target, &asked);
+    let (decision, judged) = judged.map_err(tag)?;
     let url = || Some(super::record::inspected_url(req, &target));
     settle(&decision, &target, &session, state, client, url).await?;
     Ok(Approved {
@@ -97,6 +114,7 @@ pub async fn judge_inner<B>(
         decided_at: Instant::now(),
         upstream_tls: Some(Arc::from(tunnel.target.host.to_string())),
         header: None,
+        judged,
     })
 }
 
@@ -133,19 +151,72 @@ fn levels<'a>(
     Ok(levels)
 }
 
-/// Steps 3 and 4: the levels and the decision.
+/// What a request asks beyond its destination: a method and a path, or a tunnel.
+enum Asking<'r> {
+    Request { method: &'r str, path: &'r str },
+    Tunnel,
+}
+
+impl<'r> Asking<'r> {
+    fn of<B>(req: &'r Request<B>) -> Asking<'r> {
+        match *req.method() {
+            hyper::Method::CONNECT => Asking::Tunnel,
+            ref method => Asking::Request {
+                method: method.as_str(),
+                path: req.uri().path_and_query().map_or("/", |p| p.as_str()),
+            },
+        }
+    }
+}
+
+/// How a request was judged beyond its host and port.
+#[derive(Debug, Clone)]
+pub enum Judged {
+    /// No entry that matched had rules: the request goes on as it came.
+    Whole,
+    /// Its path was judged in this normalised form, which is what upstream is sent.
+    Path(NormalPath),
+    /// A tunnel whose requests must be judged one by one (intercepted).
+    Intercept,
+}
+
+/// Steps 3 and 4: the levels and the decision. Where an entry matching the destination
+/// has rules (docs/reference/policy-files.md, "Entries with rules"), a request is judged
+/// by its method and normalised path too (a path that does not normalise is
+/// `invalid_request`), and a tunnel is marked for interception.
 fn decide_levels(
     policies: &Policies,
     session: Option<&Session>,
     headers: &[Option<&RequestPolicy>],
     target: &Target,
-) -> Result<Decision, Refusal> {
+    asked: &Asking,
+) -> Result<(Decision, Judged), Refusal> {
     let levels = levels(policies, session, headers, target)?;
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
     };
-    Ok(decide(&eff, target))
+    if !eff.must_intercept(target) {
+        return Ok((decide(&eff, target), Judged::Whole));
+    }
+    match *asked {
+        Asking::Tunnel => Ok((decide(&eff, target), Judged::Intercept)),
+        Asking::Request { method, path } => {
+            let path = normalize_path(path).map_err(|e| {
+                Refusal::new(Reason::InvalidRequest, target.host.to_string(), target.port)
+                    .with_detail(e.to_string())
+            })?;
+            let decision = decide_request(
+                &eff,
+                target,
+                &Http {
+                    method,
+                    path: &path,
+                },
+            );
+            Ok((decision, Judged::Path(path)))
+        }
+    }
 }
 
 /// A denial stops here; a denial report mode lets through is recorded and goes on.
@@ -158,9 +229,9 @@ async fn settle(
     url: impl FnOnce() -> Option<String>,
 ) -> Result<(), Stop> {
     match decision.verdict {
-        Verdict::Deny(reason) => {
-            Err(Refusal::from_decision(decision, reason, target).in_session(session).into())
-        }
+        Verdict::Deny(reason) => Err(Refusal::from_decision(decision, reason, target)
+            .in_session(session)
+            .into()),
         Verdict::WouldDeny(reason) => {
             let would = Refusal::from_decision(decision, reason, target).in_session(session);
             // Boxed for the same reason as the denial's record in `conn::handle`.

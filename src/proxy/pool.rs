@@ -86,15 +86,8 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    pub fn new(connect_timeout: Duration) -> Upstream {
-        Upstream::with_tls(connect_timeout, None)
-    }
-
     /// A pool that can also speak TLS to upstream, with `tls`.
-    pub fn with_tls(
-        connect_timeout: Duration,
-        tls: Option<Arc<rustls::ClientConfig>>,
-    ) -> Upstream {
+    pub fn with_tls(connect_timeout: Duration, tls: Option<Arc<rustls::ClientConfig>>) -> Upstream {
         Upstream {
             connect_timeout,
             tls: tls.map(TlsConnector::from),
@@ -338,7 +331,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_kept_connection_serves_only_its_own_address() {
-        let pool = Upstream::new(Duration::from_secs(1));
+        let pool = Upstream::with_tls(Duration::from_secs(1), None);
         let a = CheckedAddr::unchecked_for_test(origin(false).await);
         let b = CheckedAddr::unchecked_for_test(origin(false).await);
         exchange(&pool, &[a]).await;
@@ -352,7 +345,7 @@ mod tests {
 
     #[tokio::test]
     async fn sweep_drops_connections_upstream_closed() {
-        let pool = Upstream::new(Duration::from_secs(1));
+        let pool = Upstream::with_tls(Duration::from_secs(1), None);
         let addr = CheckedAddr::unchecked_for_test(origin(true).await);
         exchange(&pool, &[addr]).await;
         // Time for the connection's task to read upstream's close.

@@ -103,7 +103,11 @@ pub fn plain_url<B>(req: &Request<B>) -> Option<String> {
 /// every recorded URL is).
 pub fn inspected_url<B>(req: &Request<B>, target: &crate::policy::Target) -> String {
     let authority = match target.port {
-        443 => target.host.authority(443).trim_end_matches(":443").to_string(),
+        443 => target
+            .host
+            .authority(443)
+            .trim_end_matches(":443")
+            .to_string(),
         port => target.host.authority(port),
     };
     let path = req.uri().path_and_query().map_or("/", |p| p.as_str());

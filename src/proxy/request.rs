@@ -105,12 +105,10 @@ pub fn inner_target<B>(req: &Request<B>, tunnel: &Target) -> Result<Target, Refu
         }
     }
     if !req.headers().contains_key(HOST) {
-        return Err(Refusal::new(
-            Reason::InvalidRequest,
-            tunnel.host.to_string(),
-            tunnel.port,
-        )
-        .with_detail("a request inside a tunnel needs a Host header"));
+        return Err(
+            Refusal::new(Reason::InvalidRequest, tunnel.host.to_string(), tunnel.port)
+                .with_detail("a request inside a tunnel needs a Host header"),
+        );
     }
     let authority = tunnel.host.authority(tunnel.port);
     check_host_headers(req.headers(), &authority, tunnel).map_err(|r| match r.reason {

@@ -17,12 +17,13 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::idle::Activity;
-use super::judge::Approved;
+use super::judge::{Approved, Judged};
 use super::limits::TunnelSlot;
+use super::pool::Upstream;
 use super::record::{audit_allowed, audit_refusal, Client};
 use super::refusal::{Failure, Limit, Refusal};
 use super::state::{Phase, State};
-use super::{answer, inspect, relay, Body};
+use super::{answer, inspect, intercept, relay, Body};
 use crate::metrics::Metrics;
 use crate::net::dial::{dial, CheckedAddr, DialError};
 use crate::session::{until_ended, Session, TunnelGuard};
@@ -144,6 +145,7 @@ pub async fn open(
     state: Arc<State>,
     client: Client,
     done: mpsc::Sender<()>,
+    pool: Arc<Upstream>,
 ) -> Response<Body> {
     let mut record = TunnelRecord::new(state, client, approved);
     let opened = match prepare(&record.approved, &record.state, &record.client).await {
@@ -158,7 +160,7 @@ pub async fn open(
         }
     };
     let downstream = Downstream::Connect(hyper::upgrade::on(&mut req));
-    tokio::spawn(relay(downstream, opened, record, done));
+    tokio::spawn(relay(downstream, opened, record, done, pool));
     Response::new(answer::empty())
 }
 
@@ -171,10 +173,11 @@ pub(crate) async fn open_redirected(
     state: Arc<State>,
     client: Client,
     done: mpsc::Sender<()>,
+    pool: Arc<Upstream>,
 ) {
     let mut record = TunnelRecord::new(state, client, approved);
     match prepare(&record.approved, &record.state, &record.client).await {
-        Ok(opened) => relay(Downstream::Redirected(stream), opened, record, done).await,
+        Ok(opened) => relay(Downstream::Redirected(stream), opened, record, done, pool).await,
         Err(_) => record.armed = false,
     }
 }
@@ -189,13 +192,15 @@ enum Downstream {
 }
 
 /// The life of an open tunnel: judge its first bytes (a `CONNECT`), then copy both ways
-/// until either side closes, it idles out, its session ends or the server's grace
-/// period ends; then write the allowed record with the bytes it carried.
+/// (or, for an inspected host, serve the requests inside: [`intercept`]) until either
+/// side closes, it idles out, its session ends or the server's grace period ends; then
+/// write the allowed record with the bytes it carried.
 async fn relay(
     downstream: Downstream,
     opened: Opened,
     mut record: TunnelRecord,
     done: mpsc::Sender<()>,
+    pool: Arc<Upstream>,
 ) {
     let Opened {
         slot,
@@ -209,9 +214,16 @@ async fn relay(
     // The idle clock starts when the tunnel opens, so a tunnel where nobody speaks
     // closes after the idle timeout, not after the first-bytes wait plus it.
     let activity = Activity::new();
-    let mut upstream = activity.watch_counting(upstream, record.down.clone());
-    let up = record.up.clone();
+    let (up, down) = (record.up.clone(), record.down.clone());
     let (client, approved) = (&record.client, &record.approved);
+    let intercepted = matches!(approved.judged, Judged::Intercept);
+    let inside = |state| intercept::Inside {
+        tunnel: approved,
+        state,
+        peer: client.addr,
+        via: client.via,
+        pool: &pool,
+    };
     let limits = &state.limits;
     let work = async {
         match downstream {
@@ -229,8 +241,12 @@ async fn relay(
                 let (target, tunnels) = (&approved.target, approved.policies.org.tunnels());
                 let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
                 let first =
-                    inspect::admit(&mut downstream, upstream.get_ref(), target, tunnels, wait)
-                        .await?;
+                    inspect::admit(&mut downstream, &upstream, target, tunnels, wait).await?;
+                if intercepted {
+                    intercept::serve(downstream, first, upstream, dialed, inside(&state)).await;
+                    return Ok(());
+                }
+                let mut upstream = activity.watch_counting(upstream, down);
                 if upstream.write_all(&first).await.is_ok() {
                     if let Err(e) = relay::both_ways(downstream, upstream, &activity).await {
                         tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
@@ -239,6 +255,13 @@ async fn relay(
             }
             Downstream::Redirected(stream) => {
                 let downstream = activity.watch_counting(stream, up);
+                if intercepted {
+                    // Its ClientHello is still unread: the handshake reads it.
+                    intercept::serve(downstream, Vec::new(), upstream, dialed, inside(&state))
+                        .await;
+                    return Ok(());
+                }
+                let upstream = activity.watch_counting(upstream, down);
                 if let Err(e) = relay::tcp_both_ways(downstream, upstream, &activity).await {
                     tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
                 }

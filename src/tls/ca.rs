@@ -114,8 +114,8 @@ impl Ca {
 fn keys_match(pem: &str, key: &KeyPair) -> Result<(), String> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-    let der = CertificateDer::from_pem_slice(pem.as_bytes())
-        .map_err(|e| format!("{CERT_FILE}: {e}"))?;
+    let der =
+        CertificateDer::from_pem_slice(pem.as_bytes()).map_err(|e| format!("{CERT_FILE}: {e}"))?;
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
     rustls::sign::CertifiedKey::from_der(vec![der], key, &super::provider())
         .map(drop)
@@ -135,7 +135,10 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(dir.join(KEY_FILE)).unwrap().permissions().mode();
+            let mode = std::fs::metadata(dir.join(KEY_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o077, 0, "the key is readable by its owner only");
         }
         let again = init(&dir).unwrap_err().to_string();

@@ -62,7 +62,8 @@ impl Leaves {
     }
 
     /// How many leaves are kept now.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.lock().by_name.len()
     }
 

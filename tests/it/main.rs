@@ -19,6 +19,7 @@ mod denials;
 mod dns;
 mod dns_listener;
 mod forward;
+mod inspect;
 mod lifecycle;
 mod limits;
 mod lint;
