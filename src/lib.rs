@@ -34,6 +34,8 @@
 //! - `audit`: the audit record and its writer.
 //! - `admin`: the control plane on its own listener: the session calls, reload
 //!   (`POST /v1/reload`, also SIGHUP), `/metrics`, `/healthz`; bearer-token auth.
+//! - `secrets`: the values of `[[credentials]]`, read at load, set on requests to their
+//!   host, never shown.
 //! - `session`: the session store: credentials (`Proxy-Authorization: Basic`), idle
 //!   expiry, and the signal that closes a session's tunnels when it ends.
 //! - `metrics`: the Prometheus metrics, counted on the request path without locks.
@@ -68,6 +70,7 @@ pub(crate) mod net;
 pub mod policy;
 pub(crate) mod proxy;
 pub mod run;
+pub(crate) mod secrets;
 pub mod serve;
 pub(crate) mod session;
 pub mod summary;

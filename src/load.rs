@@ -25,6 +25,8 @@ pub enum LoadError {
         org: String,
         offending: String,
     },
+    #[error("{0}")]
+    Credential(#[from] crate::secrets::CredentialError),
     #[error("--resolve {value}: {message}")]
     Pin { value: String, message: String },
 }
@@ -43,6 +45,8 @@ pub struct Policies {
     /// request is refused with `policy_widening` until a reload fixes it
     /// (docs/reference/control-plane.md, "Reload").
     pub widening: Option<Widening>,
+    /// The values of the organization's `[[credentials]]`, read from their files.
+    pub credentials: crate::secrets::Credentials,
 }
 
 impl Policies {
@@ -60,6 +64,7 @@ impl Policies {
             proxy,
             policy,
             widening,
+            credentials: Default::default(),
         }
     }
 }
@@ -84,7 +89,9 @@ pub fn load(org_path: &Path, policy_path: Option<&Path>) -> Result<Policies, Loa
             &path.display().to_string(),
         )?),
     };
-    Ok(Policies::new(org, proxy))
+    let mut policies = Policies::new(org, proxy);
+    policies.credentials = crate::secrets::Credentials::read(&policies.org, org_path)?;
+    Ok(policies)
 }
 
 /// [`load`], refusing a `--policy` that widens the organization policy (a bad start).

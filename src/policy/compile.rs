@@ -19,6 +19,7 @@ use ipnet::IpNet;
 
 use super::file::DEFAULT_PORTS;
 
+mod credentials;
 #[path = "domain_set.rs"]
 mod domain_set;
 mod entry;
@@ -29,6 +30,7 @@ mod problems;
 mod request;
 mod toml;
 
+pub use credentials::CredentialRule;
 pub use domain_set::{DomainSet, Matching, NameProbe};
 pub use problems::{line_col, PolicyError, Problem, ProblemKind};
 pub use request::{widened, Widened};
@@ -70,6 +72,8 @@ pub struct OrgPolicy {
     pub(in crate::policy) shared_hosting_action: SharedHostingAction,
     pub(in crate::policy) shared_hosting_extra: DomainSet,
     pub(in crate::policy) tunnels: Tunnels,
+    /// `[[credentials]]`: headers set on requests to one host.
+    pub(in crate::policy) credentials: Vec<CredentialRule>,
 }
 
 impl OrgPolicy {
@@ -120,6 +124,10 @@ impl OrgPolicy {
         &self.shared_hosting_extra
     }
 
+    pub fn credentials(&self) -> &[CredentialRule] {
+        &self.credentials
+    }
+
     pub fn tunnels(&self) -> &Tunnels {
         &self.tunnels
     }
@@ -139,6 +147,7 @@ impl OrgPolicy {
             shared_hosting_action: SharedHostingAction::Flag,
             shared_hosting_extra: DomainSet::default(),
             tunnels: Tunnels::default(),
+            credentials: Vec::new(),
         }
     }
 }

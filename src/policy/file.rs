@@ -13,7 +13,7 @@ pub const VERSION: i64 = 1;
 pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
 
 /// The keys of the organization file's top level, in the order the compiler takes them.
-pub const ORG_KEYS: [&str; 10] = [
+pub const ORG_KEYS: [&str; 11] = [
     "version",
     "name",
     "mode",
@@ -24,7 +24,11 @@ pub const ORG_KEYS: [&str; 10] = [
     "default_network_policy",
     "shared_hosting",
     "tunnels",
+    "credentials",
 ];
+
+/// The keys of one `[[credentials]]` table.
+pub const CREDENTIAL_KEYS: [&str; 3] = ["host", "header", "value_file"];
 
 /// The keys of `[shared_hosting]`.
 pub const SHARED_HOSTING_KEYS: [&str; 2] = ["action", "extra_domains"];

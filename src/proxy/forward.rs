@@ -80,6 +80,12 @@ pub async fn forward(
         HOST,
         host_value(&approved.target.host, approved.target.port, default_port),
     );
+    // `[[credentials]]` of the approved host, replacing what the client sent; set after
+    // the client's headers are taken apart, so only the approved host ever gets them.
+    approved
+        .policies
+        .credentials
+        .apply(&approved.target.host, &mut parts.headers);
     parts.uri = match &approved.judged {
         // The path its rules judged, in the form they judged it (and the query).
         Judged::Path(path) => judged_form(path, &parts.uri),

@@ -105,6 +105,7 @@ pub(crate) async fn serve<S>(
 async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
     let state = inside.state;
     let client = Client::new(inside.peer, Asked::of(&req)).via(inside.via);
+    tracing::debug!(request_id = %client.request_id, host = %inside.tunnel.target.host, method = %req.method(), path = req.uri().path(), "a request inside an intercepted tunnel");
     match judge::judge_inner(&req, inside.tunnel, state, &client).await {
         Ok(approved) => {
             count_approved(state, &client, &approved);

@@ -21,7 +21,7 @@ pub(super) fn compile<'a, N: Node<'a>>(
         return (org, spans);
     };
     t.unknown(p, "", &ORG_KEYS);
-    let [version, name, mode, allowed, denied, ports, cidrs, default, shared, tunnels] =
+    let [version, name, mode, allowed, denied, ports, cidrs, default, shared, tunnels, creds] =
         t.take(&ORG_KEYS);
     match version {
         // The document's start.
@@ -82,6 +82,7 @@ pub(super) fn compile<'a, N: Node<'a>>(
             require_sni: sni.and_then(|b| node::boolean(p, b)),
         };
     }
+    org.credentials = super::credentials::compile(p, creds, &org);
     if let Some(d) = default {
         let table = "default_network_policy.";
         (org.default_policy, spans.default_policy) = request::compile(d, table, p);
