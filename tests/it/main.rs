@@ -20,6 +20,7 @@ mod dns;
 mod dns_listener;
 mod forward;
 mod inspect;
+mod inspect_git;
 mod lifecycle;
 mod limits;
 mod lint;
