@@ -98,16 +98,27 @@ fn shared_hosting(
     sink.with(RuleId::SharedHosting, severity, offset, msg, None);
 }
 
+/// What makes two entries the same: pattern, port, and the rules as written.
+type Key = (DomainPattern, Option<u16>, Option<std::sync::Arc<str>>);
+
 /// `duplicate-entry` for a repeated (pattern, port); `redundant-entry` for an entry
 /// another entry of the list covers (of two entries covering each other, the later).
 fn duplicates_and_redundancy(sink: &mut Sink, set: &DomainSet, at: &[usize], ctx: &ListCtx) {
     let valid = set.entries();
-    let mut first: HashMap<(&DomainPattern, Option<u16>), usize> = HashMap::new();
+    // Entries with rules for one host are not duplicates unless their rules are too.
+    let key = |e: &'_ DomainEntry| {
+        (
+            e.pattern.clone(),
+            e.port,
+            e.rules.as_ref().map(|r| r.label.clone()),
+        )
+    };
+    let mut first: HashMap<Key, usize> = HashMap::new();
     for (i, e) in valid.iter().enumerate() {
-        first.entry((&e.pattern, e.port)).or_insert(i);
+        first.entry(key(e)).or_insert(i);
     }
     for (i, (r, offset)) in written(set, at).enumerate() {
-        let j = first[&(&r.pattern, r.port)];
+        let j = first[&key(r)];
         if j != i {
             let msg = format!(
                 "{}: `{}` repeats `{}` (entry {}): remove it",
@@ -124,7 +135,7 @@ fn duplicates_and_redundancy(sink: &mut Sink, set: &DomainSet, at: &[usize], ctx
             DomainPattern::Subtree(b) => set.subtrees_at_or_above(b).collect(),
         };
         let cover = candidates.into_iter().find(|o| {
-            let k = first[&(&o.pattern, o.port)];
+            let k = first[&key(o)];
             k != i && entry_covered(r, o, ctx.ports) && (k < i || !entry_covered(o, r, ctx.ports))
         });
         if let Some(o) = cover {

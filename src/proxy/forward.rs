@@ -13,6 +13,7 @@ use hyper::header::{
     HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION,
     TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
+use hyper::http::uri::PathAndQuery;
 use hyper::{Request, Response, StatusCode, Uri};
 
 use super::judge::Approved;
@@ -22,7 +23,7 @@ use super::refusal::Failure;
 use super::state::State;
 use super::{answer, Body};
 use crate::net::dial::DialError;
-use crate::policy::Host;
+use crate::policy::{Host, NormalPath};
 
 /// Headers that describe one hop and are never forwarded
 /// (docs/reference/answers.md, "What upstream sees"), besides those the
@@ -73,7 +74,7 @@ pub async fn forward(
         HOST,
         host_value(&approved.target.host, approved.target.port),
     );
-    parts.uri = origin_form(&parts.uri);
+    parts.uri = origin_form(&parts.uri, approved.path.as_ref());
     let head_up = parts.method.as_str().len() + parts.uri.path().len() + head_len(&parts.headers);
     up_bytes.fetch_add(head_up as u64, Ordering::Relaxed);
     let upstream_req = Request::from_parts(parts, body);
@@ -168,15 +169,23 @@ fn host_value(host: &Host, port: u16) -> HeaderValue {
         .expect("a normalised host is a valid header value")
 }
 
-/// The request target upstream sees: the origin form (path and query) of `original`.
-fn origin_form(original: &Uri) -> Uri {
+/// The request target upstream sees: the origin form (path and query) of `original`,
+/// with the normalised path the rules judged in place of the path when there is one.
+fn origin_form(original: &Uri, judged: Option<&NormalPath>) -> Uri {
     let mut parts = hyper::http::uri::Parts::default();
-    parts.path_and_query = Some(
-        original
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| hyper::http::uri::PathAndQuery::from_static("/")),
-    );
+    let path_and_query = match (judged, original.path_and_query()) {
+        (Some(path), pq) => {
+            let text = match pq.and_then(|pq| pq.query()) {
+                Some(query) => format!("{path}?{query}"),
+                None => path.to_string(),
+            };
+            PathAndQuery::from_maybe_shared(Bytes::from(text))
+                .expect("a normalised path and a query that parsed are a valid target")
+        }
+        (None, Some(pq)) => pq.clone(),
+        (None, None) => PathAndQuery::from_static("/"),
+    };
+    parts.path_and_query = Some(path_and_query);
     Uri::from_parts(parts).expect("a path alone is a valid URI")
 }
 

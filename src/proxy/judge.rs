@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hyper::{Request, StatusCode};
+use hyper::{Method, Request, StatusCode};
 
 use super::record::{audit_would_deny, plain_url, Client};
 use super::refusal::{Failure, Refusal, Stop};
@@ -17,7 +17,8 @@ use crate::load::Policies;
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
 use crate::policy::{
-    check_narrowing, decide, Decision, Effective, Host, Reason, RequestPolicy, Verdict,
+    check_narrowing, decide, decide_request, Decision, Effective, Host, Http, NormalPath, Reason,
+    RequestPolicy, Verdict,
 };
 use crate::session::{AuthError, Session};
 
@@ -25,6 +26,9 @@ use crate::session::{AuthError, Session};
 #[derive(Debug)]
 pub struct Approved {
     pub target: Target,
+    /// The normalised path the rules judged (`None` when no rule needed it): what is
+    /// forwarded, so the origin receives the path that was judged.
+    pub path: Option<NormalPath>,
     pub addrs: Vec<CheckedAddr>,
     pub decision: Decision,
     /// The policies it was decided with: whatever is judged later for this request (a
@@ -66,7 +70,20 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
         org: &policies.org,
         levels: &levels,
     };
-    let decision = decide(&eff, &target);
+    // Rules need the method and the normalised path; a `CONNECT` is judged by host and
+    // port (its tunnel is intercepted to judge what is inside).
+    let path = if req.method() != Method::CONNECT && eff.must_intercept(&target) {
+        Some(request::normal_path(req, &target).map_err(tag)?)
+    } else {
+        None
+    };
+    let decision = match &path {
+        Some(path) => {
+            let method = req.method().as_str();
+            decide_request(&eff, &target, &Http { method, path })
+        }
+        None => decide(&eff, &target),
+    };
     match decision.verdict {
         Verdict::Deny(reason) => {
             return Err(tag(Refusal::from_decision(&decision, reason, &target)).into())
@@ -111,6 +128,7 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     drop(levels);
     Ok(Approved {
         target,
+        path,
         addrs,
         decision,
         policies,

@@ -4,7 +4,7 @@
 use hyper::header::{HeaderMap, HOST};
 use hyper::{Method, Request};
 
-use crate::policy::{Host, Reason, RequestPolicy, Target};
+use crate::policy::{normalize_path, Host, NormalPath, Reason, RequestPolicy, Target};
 
 use super::refusal::Refusal;
 
@@ -115,6 +115,16 @@ fn check_host_headers(
         return Err(Refusal::malformed("more than one Host header"));
     }
     Ok(())
+}
+
+/// The request's path, normalised for the rules (docs/reference/policy-files.md,
+/// "Paths"); one that does not normalise is `invalid_request`.
+pub fn normal_path<B>(req: &Request<B>, target: &Target) -> Result<NormalPath, Refusal> {
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    normalize_path(path).map_err(|e| {
+        Refusal::new(Reason::InvalidRequest, target.host.to_string(), target.port)
+            .with_detail(e.to_string())
+    })
 }
 
 /// The `X-Network-Policy` header, if any: at most one, and it must parse.

@@ -26,6 +26,7 @@ mod reason_phrase;
 mod reliability;
 mod reload;
 mod report;
+mod rules;
 #[cfg(target_os = "linux")]
 mod run;
 mod summary;
