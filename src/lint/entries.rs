@@ -93,7 +93,7 @@ fn shared_hosting(
     };
     let msg = format!(
         "{list}: `{}` is shared hosting (under `{why}`): {what}",
-        e.text
+        e.rule()
     );
     sink.with(RuleId::SharedHosting, severity, offset, msg, None);
 }
@@ -123,8 +123,8 @@ fn duplicates_and_redundancy(sink: &mut Sink, set: &DomainSet, at: &[usize], ctx
             let msg = format!(
                 "{}: `{}` repeats `{}` (entry {}): remove it",
                 ctx.name,
-                r.text,
-                valid[j].text,
+                r.rule(),
+                valid[j].rule(),
                 j + 1
             );
             sink.at(RuleId::DuplicateEntry, offset, msg, Some(String::new()));
@@ -141,7 +141,9 @@ fn duplicates_and_redundancy(sink: &mut Sink, set: &DomainSet, at: &[usize], ctx
         if let Some(o) = cover {
             let msg = format!(
                 "{}: `{}` is already covered by `{}`: remove it",
-                ctx.name, r.text, o.text
+                ctx.name,
+                r.rule(),
+                o.rule()
             );
             sink.at(RuleId::RedundantEntry, offset, msg, Some(String::new()));
         }
@@ -167,7 +169,8 @@ pub(crate) fn conflicts(
         if let Some(d) = candidates.into_iter().find(|d| entry_covered(r, d, &ports)) {
             let msg = format!(
                 "{list}: `{}` is wholly inside the denied entry `{}` (denied wins), so it never allows anything: remove one of them",
-                r.text, d.text
+                r.rule(),
+                d.rule()
             );
             sink.at(RuleId::AllowDenyConflict, offset, msg, None);
         }

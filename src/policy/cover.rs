@@ -64,7 +64,10 @@ fn uncovered<'s>(
             |o| match rules_widen(r.rules.as_deref(), o.rules.as_deref()) {
                 None => true,
                 Some(field) => {
-                    narrower.get_or_insert((field, o));
+                    // The closest entry: one that allows the methods, not the paths.
+                    if narrower.is_none_or(|(f, _)| f == "methods" && field == "paths") {
+                        narrower = Some((field, o));
+                    }
                     false
                 }
             },

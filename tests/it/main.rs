@@ -27,6 +27,7 @@ mod reliability;
 mod reload;
 mod report;
 mod rules;
+mod rules_lint;
 #[cfg(target_os = "linux")]
 mod run;
 mod summary;
