@@ -203,6 +203,12 @@ pub struct CheckArgs {
     #[arg(long)]
     pub explain: bool,
 
+    /// Judge each target as a request with this method (entries with `methods` and
+    /// `paths` then decide): a URL's path, `/` for `host[:port]`. Without it, a URL is a
+    /// `GET` and `host[:port]` a `CONNECT`.
+    #[arg(long, value_name = "METHOD")]
+    pub method: Option<String>,
+
     /// Check the name's address too, as if it resolved to IP (repeatable): HOST=IP.
     /// Without it nothing is resolved.
     #[arg(long, value_name = "HOST=IP")]

@@ -13,6 +13,7 @@ use hyper::header::{
     HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION,
     TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
+use hyper::http::uri::PathAndQuery;
 use hyper::{Request, Response, StatusCode, Uri};
 
 use super::judge::{Approved, Judged};
@@ -86,11 +87,11 @@ pub async fn forward(
         .policies
         .credentials
         .apply(&approved.target.host, &mut parts.headers);
-    parts.uri = match &approved.judged {
-        // The path its rules judged, in the form they judged it (and the query).
-        Judged::Path(path) => judged_form(path, &parts.uri),
-        _ => origin_form(&parts.uri),
+    let judged = match &approved.judged {
+        Judged::Path(path) => Some(path),
+        _ => None,
     };
+    parts.uri = origin_form(&parts.uri, judged);
     let head_up = parts.method.as_str().len() + parts.uri.path().len() + head_len(&parts.headers);
     up_bytes.fetch_add(head_up as u64, Ordering::Relaxed);
     let upstream_req = Request::from_parts(parts, body);
@@ -193,28 +194,24 @@ fn host_value(host: &Host, port: u16, default_port: u16) -> HeaderValue {
         .expect("a normalised host is a valid header value")
 }
 
-/// The request target upstream sees: the origin form (path and query) of `original`.
-fn origin_form(original: &Uri) -> Uri {
+/// The request target upstream sees: the origin form (path and query) of `original`,
+/// with the normalised path the rules judged in place of the path when there is one.
+fn origin_form(original: &Uri, judged: Option<&NormalPath>) -> Uri {
     let mut parts = hyper::http::uri::Parts::default();
-    parts.path_and_query = Some(
-        original
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| hyper::http::uri::PathAndQuery::from_static("/")),
-    );
-    Uri::from_parts(parts).expect("a path alone is a valid URI")
-}
-
-/// The request target of a request judged by its path: that normalised path, then the
-/// original query.
-fn judged_form(path: &NormalPath, original: &Uri) -> Uri {
-    let text = match original.query() {
-        Some(query) => format!("{path}?{query}"),
-        None => path.to_string(),
+    let path_and_query = match (judged, original.path_and_query()) {
+        (Some(path), pq) => {
+            let text = match pq.and_then(|pq| pq.query()) {
+                Some(query) => format!("{path}?{query}"),
+                None => path.to_string(),
+            };
+            PathAndQuery::from_maybe_shared(Bytes::from(text))
+                .expect("a normalised path and a query that parsed are a valid target")
+        }
+        (None, Some(pq)) => pq.clone(),
+        (None, None) => PathAndQuery::from_static("/"),
     };
-    // A normalised path (and a query hyper already parsed) is a valid target.
-    text.parse()
-        .expect("a normalised path and an already parsed query form a valid target")
+    parts.path_and_query = Some(path_and_query);
+    Uri::from_parts(parts).expect("a path alone is a valid URI")
 }
 
 fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {

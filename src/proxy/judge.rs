@@ -17,8 +17,8 @@ use crate::load::Policies;
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
 use crate::policy::{
-    check_narrowing, decide, decide_request, normalize_path, Decision, Effective, Host, Http,
-    NormalPath, Reason, RequestPolicy, Verdict,
+    check_narrowing, decide, decide_request, Decision, Effective, Host, Http, NormalPath, Reason,
+    RequestPolicy, Verdict,
 };
 use crate::session::{AuthError, Session};
 
@@ -202,10 +202,7 @@ fn decide_levels(
     match *asked {
         Asking::Tunnel => Ok((decide(&eff, target), Judged::Intercept)),
         Asking::Request { method, path } => {
-            let path = normalize_path(path).map_err(|e| {
-                Refusal::new(Reason::InvalidRequest, target.host.to_string(), target.port)
-                    .with_detail(e.to_string())
-            })?;
+            let path = request::normal_path(path, target)?;
             let decision = decide_request(
                 &eff,
                 target,

@@ -4,7 +4,7 @@
 use hyper::header::{HeaderMap, HOST};
 use hyper::{Method, Request};
 
-use crate::policy::{Host, Reason, RequestPolicy, Target};
+use crate::policy::{normalize_path, Host, NormalPath, Reason, RequestPolicy, Target};
 
 use super::refusal::Refusal;
 
@@ -148,6 +148,15 @@ fn check_host_headers(
         return Err(Refusal::malformed("more than one Host header"));
     }
     Ok(())
+}
+
+/// The request's path, normalised for the rules (docs/reference/policy-files.md,
+/// "Paths"); one that does not normalise is `invalid_request`.
+pub fn normal_path(path_and_query: &str, target: &Target) -> Result<NormalPath, Refusal> {
+    normalize_path(path_and_query).map_err(|e| {
+        Refusal::new(Reason::InvalidRequest, target.host.to_string(), target.port)
+            .with_detail(e.to_string())
+    })
 }
 
 /// The `X-Network-Policy` header, if any: at most one, and it must parse.

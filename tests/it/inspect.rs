@@ -273,12 +273,17 @@ async fn x_network_policy_on_the_connect_narrows_every_request_inside() {
     );
     assert_eq!(s.origin.hits(), 1);
     // And a header inside narrows that one request only.
-    let only_head =
-        r#"{"type":"allowlist","allowed_domains":[{"host":"secure.test","methods":["HEAD"]}]}"#;
+    let only_docs = r#"{"type":"allowlist","allowed_domains":[{"host":"secure.test","methods":["GET"],"paths":["/docs/*"]}]}"#;
     let get = inner
-        .request("GET", "/", &[("X-Network-Policy", only_head)], b"")
+        .request("GET", "/", &[("X-Network-Policy", only_docs)], b"")
         .await;
-    assert_eq!(get.json()["error"]["reason"], "method_not_allowed");
+    assert_eq!(get.json()["error"]["reason"], "path_not_allowed");
+    // One asking for more than the tunnel's header allows is refused whole.
+    let wider = r#"{"type":"allowlist","allowed_domains":[{"host":"secure.test","methods":["GET","POST"]}]}"#;
+    let widened = inner
+        .request("GET", "/", &[("X-Network-Policy", wider)], b"")
+        .await;
+    assert_eq!(widened.json()["error"]["reason"], "policy_widening");
     assert_eq!(inner.request("GET", "/", &[], b"").await.status, 200);
 }
 

@@ -28,6 +28,8 @@ mod reason_phrase;
 mod reliability;
 mod reload;
 mod report;
+mod rules;
+mod rules_lint;
 #[cfg(target_os = "linux")]
 mod run;
 mod summary;
