@@ -325,6 +325,16 @@ pub struct RunArgs {
     #[arg(long)]
     pub env_only: bool,
 
+    /// The interception CA (as `ca init` writes it) for inspected hosts; CMD's TLS
+    /// clients are pointed at a bundle of the system roots plus it, and its key is hidden
+    /// from CMD. Without it, a policy that inspects a host gets a throw-away CA.
+    #[arg(long, value_name = "DIR")]
+    pub ca: Option<PathBuf>,
+
+    /// More root certificates (PEM) to verify inspected hosts' servers against.
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+
     /// The command and its arguments, after `--`.
     #[arg(required = true, last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -361,6 +371,10 @@ pub struct JailInitArgs {
     /// `run --env-only`: switch to CMD's user and supervise it, nothing else.
     #[arg(long)]
     pub env_only: bool,
+
+    /// A file to hide from CMD in the jail's mount namespace (the CA's key).
+    #[arg(long, value_name = "PATH")]
+    pub hide: Vec<PathBuf>,
 
     /// CMD and its arguments.
     #[arg(required = true, last = true)]

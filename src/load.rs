@@ -69,6 +69,17 @@ impl Policies {
     }
 }
 
+impl Policies {
+    /// The entries (organization, `--policy`, the default policy) whose tunnels are
+    /// intercepted: a proxy with any needs a CA (docs/reference/inspection.md).
+    pub fn inspected_entries(&self) -> Vec<String> {
+        let mut inspected = self.org.inspected_entries();
+        inspected.extend(self.proxy.iter().flat_map(|p| p.inspected_entries()));
+        inspected.extend(self.org.default_policy().inspected_entries());
+        inspected
+    }
+}
+
 /// Read a policy file (or the admin token file) as text.
 pub fn read(path: &Path) -> Result<String, LoadError> {
     std::fs::read_to_string(path).map_err(|source| LoadError::Read {

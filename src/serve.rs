@@ -11,7 +11,7 @@ use tokio::net::{TcpListener, UdpSocket};
 use crate::admin::{self, reload::Reloader, Admin};
 use crate::audit::AuditLog;
 use crate::cli::ServeArgs;
-use crate::config::{AdminConfig, ConfigError, ServeConfig};
+use crate::config::{AdminConfig, CaSource, ConfigError, ServeConfig};
 use crate::load::{self, LoadError};
 use crate::metrics::Metrics;
 use crate::net::resolve::Resolver;
@@ -67,15 +67,17 @@ fn interception(
     policies: &load::Policies,
 ) -> Result<Option<Arc<crate::tls::Interception>>, StartError> {
     let Some(dir) = &args.ca else {
-        let mut inspected = policies.org.inspected_entries();
-        inspected.extend(policies.proxy.iter().flat_map(|p| p.inspected_entries()));
-        inspected.extend(policies.org.default_policy().inspected_entries());
+        let inspected = policies.inspected_entries();
         if !inspected.is_empty() {
             return Err(StartError::NoCa(inspected.join(", ")));
         }
         return Ok(None);
     };
-    let loaded = crate::tls::Interception::load(dir, args.upstream_ca.as_deref())?;
+    let ca = match dir {
+        CaSource::Dir(dir) => Arc::new(crate::tls::ca::Ca::load(dir)?),
+        CaSource::Loaded(ca) => ca.clone(),
+    };
+    let loaded = crate::tls::Interception::new(ca, args.upstream_ca.as_deref())?;
     Ok(Some(Arc::new(loaded)))
 }
 

@@ -17,7 +17,7 @@ pub const MAX_LEAVES: usize = 4096;
 
 /// The CA and the leaves minted from it.
 pub struct Leaves {
-    ca: Ca,
+    ca: Arc<Ca>,
     cache: Mutex<Cache>,
 }
 
@@ -28,7 +28,7 @@ struct Cache {
 }
 
 impl Leaves {
-    pub fn new(ca: Ca) -> Leaves {
+    pub fn new(ca: Arc<Ca>) -> Leaves {
         Leaves {
             ca,
             cache: Mutex::new(Cache::default()),
@@ -107,7 +107,7 @@ mod tests {
 
     fn leaves() -> Leaves {
         let (pem, key) = super::super::ca::generate("test CA").unwrap();
-        Leaves::new(Ca::from_pem(&pem, &key).unwrap())
+        Leaves::new(Arc::new(Ca::from_pem(&pem, &key).unwrap()))
     }
 
     #[test]

@@ -40,14 +40,37 @@ pub struct Interception {
 }
 
 impl Interception {
-    /// Load the CA in `ca_dir` and the roots (system roots plus `upstream_ca`).
-    pub fn load(
-        ca_dir: &std::path::Path,
+    /// Interception with `ca`, verifying upstream against the system's roots plus
+    /// `upstream_ca`.
+    pub fn new(
+        ca: Arc<ca::Ca>,
         upstream_ca: Option<&std::path::Path>,
     ) -> Result<Interception, TlsError> {
         Ok(Interception {
-            leaves: leaves::Leaves::new(ca::Ca::load(ca_dir)?),
+            leaves: leaves::Leaves::new(ca),
             upstream: upstream::client_config(upstream_ca)?,
         })
     }
+}
+
+/// The system's root certificates plus `extra_pem`, as one PEM bundle: what `run` points
+/// CMD's TLS clients at, so inspected hosts (signed by the CA) and every other host
+/// (signed by a public root) both verify.
+pub fn bundle_with(extra_pem: &str) -> String {
+    use base64::Engine;
+    let mut out = String::new();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(cert.as_ref());
+        out.push_str("-----BEGIN CERTIFICATE-----\n");
+        for line in b64.as_bytes().chunks(64) {
+            out.push_str(&String::from_utf8_lossy(line));
+            out.push('\n');
+        }
+        out.push_str("-----END CERTIFICATE-----\n");
+    }
+    out.push_str(extra_pem);
+    if !extra_pem.ends_with('\n') {
+        out.push('\n');
+    }
+    out
 }
