@@ -237,6 +237,7 @@ pub async fn serve_with(
         limits: args.limits.clone(),
         phase: tokio::sync::watch::Sender::new(proxy::Phase::Serving),
         synthetic: Arc::new(SyntheticNames::new()),
+        budgets: Default::default(),
     });
     let reloader = Arc::new(Reloader::new(
         args.org.clone(),

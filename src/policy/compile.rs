@@ -22,6 +22,7 @@ use super::file::DEFAULT_PORTS;
 #[path = "domain_set.rs"]
 mod domain_set;
 mod json;
+mod limits;
 mod node;
 mod org;
 mod problems;
@@ -69,6 +70,8 @@ pub struct OrgPolicy {
     pub(in crate::policy) shared_hosting_action: SharedHostingAction,
     pub(in crate::policy) shared_hosting_extra: DomainSet,
     pub(in crate::policy) tunnels: Tunnels,
+    /// `[limits] upload_bytes`: the bytes a session (or the proxy) may send upstream.
+    pub(in crate::policy) upload_bytes: Option<u64>,
 }
 
 impl OrgPolicy {
@@ -123,6 +126,11 @@ impl OrgPolicy {
         &self.tunnels
     }
 
+    /// `[limits] upload_bytes` (`None`: no budget).
+    pub fn upload_bytes(&self) -> Option<u64> {
+        self.upload_bytes
+    }
+
     /// What a file that sets nothing means (and what a file that does not read gives).
     fn empty(source: &str) -> OrgPolicy {
         OrgPolicy {
@@ -138,6 +146,7 @@ impl OrgPolicy {
             shared_hosting_action: SharedHostingAction::Flag,
             shared_hosting_extra: DomainSet::default(),
             tunnels: Tunnels::default(),
+            upload_bytes: None,
         }
     }
 }
@@ -150,6 +159,8 @@ pub enum RequestPolicy {
         domains: DomainSet,
         /// `None`: this level allows no literal IPs (and does not narrow where names land).
         cidrs: Option<Vec<IpNet>>,
+        /// `max_upload_bytes`: this level's upload budget (`None`: the level above's).
+        max_upload_bytes: Option<u64>,
         /// Can be written only here, so only the compiler makes an allowlist.
         sealed: Sealed,
     },
@@ -177,6 +188,8 @@ pub struct OrgSpans {
 pub struct RequestSpans {
     pub allowed_domains: Vec<usize>,
     pub allowed_cidrs: Vec<Written>,
+    /// Where `max_upload_bytes` was written, when it was.
+    pub max_upload_bytes: Option<usize>,
 }
 
 /// A CIDR entry: where, and the text as written (the policy keeps the network only).

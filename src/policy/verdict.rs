@@ -73,10 +73,12 @@ pub enum Reason {
     LimitExceeded,
     /// The audit log cannot be written: nothing is let through unrecorded.
     AuditUnavailable,
+    /// The upload budget (`[limits] upload_bytes`, `max_upload_bytes`) is spent.
+    UploadBudgetExceeded,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 17] = [
         Reason::NotInOrgAllowlist,
         Reason::NotInRequestPolicy,
         Reason::NetworkDisabled,
@@ -93,6 +95,7 @@ impl Reason {
         Reason::AuthRequired,
         Reason::LimitExceeded,
         Reason::AuditUnavailable,
+        Reason::UploadBudgetExceeded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -113,6 +116,7 @@ impl Reason {
             Reason::AuthRequired => "auth_required",
             Reason::LimitExceeded => "limit_exceeded",
             Reason::AuditUnavailable => "audit_unavailable",
+            Reason::UploadBudgetExceeded => "upload_budget_exceeded",
         }
     }
 

@@ -2,7 +2,7 @@
 //! authority, the request sent over a pooled connection to a checked address.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 
@@ -15,12 +15,14 @@ use hyper::header::{
 };
 use hyper::{Request, Response, StatusCode, Uri};
 
+use super::budget::{self, Budgeted};
 use super::judge::Approved;
 use super::pool::{Lease, SendError, Upstream};
+use super::record::audit_cut;
 use super::record::{audit_allowed, plain_url, Client};
 use super::refusal::Failure;
 use super::state::State;
-use super::{answer, Body};
+use super::{answer, Body, BoxError};
 use crate::net::dial::DialError;
 use crate::policy::Host;
 
@@ -52,22 +54,23 @@ pub async fn forward(
     upstream: &Arc<Upstream>,
 ) -> Response<Body> {
     // The URL is only for the allowed record: no string built when none is written.
-    let url = if state.audit_allowed {
+    let url = if state.audit_allowed || approved.budget.budget().is_some() {
         plain_url(&req)
     } else {
         None
     };
     let (mut parts, body) = req.into_parts();
     let up_bytes = Arc::new(AtomicU64::new(0));
-    let counter = up_bytes.clone();
-    let body = body
-        .map_frame(move |frame| {
-            if let Some(data) = frame.data_ref() {
-                counter.fetch_add(data.len() as u64, Ordering::Relaxed);
-            }
-            frame
-        })
-        .boxed();
+    let cut = Arc::new(AtomicBool::new(false));
+    // Body bytes are drawn from the upload budget as they go; a body that does not fit
+    // is cut, and the upstream request with it.
+    let body = Budgeted {
+        inner: body,
+        allowance: approved.budget.clone(),
+        sent: up_bytes.clone(),
+        cut: cut.clone(),
+    }
+    .boxed();
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.insert(
         HOST,
@@ -86,11 +89,18 @@ pub async fn forward(
         approved,
         url,
         up: up_bytes,
+        cut,
         dialed: None,
         armed: true,
     };
     let (resp, lease) = match upstream.send(&record.approved.addrs, upstream_req).await {
         Ok(sent) => sent,
+        Err(SendError::Upstream(e)) if budget::is_spent(&e) => {
+            // No answer had started: the client is told why its request was cut. The
+            // record (written when `record` is dropped) says so too.
+            let refusal = record.cut_refusal();
+            return answer::refuse(&refusal, &request_id);
+        }
         Err(e) => {
             let failure = upstream_failure(&e, &record.approved);
             tracing::info!(request_id = %request_id, error = %e, "{}", failure.message);
@@ -115,7 +125,7 @@ pub async fn forward(
         ended: false,
         lease: Some((lease, upstream.clone())),
     };
-    Response::from_parts(parts, body.boxed())
+    Response::from_parts(parts, body.map_err(BoxError::from).boxed())
 }
 
 /// About what a head takes on the wire: its headers plus a request or status line.
@@ -203,12 +213,25 @@ struct AllowedRecord {
     approved: Approved,
     url: Option<String>,
     up: Arc<AtomicU64>,
+    /// Set when the upload budget cut the request body.
+    cut: Arc<AtomicBool>,
     /// The address the request went to, once known.
     dialed: Option<std::net::SocketAddr>,
     armed: bool,
 }
 
 impl AllowedRecord {
+    /// The refusal of a request whose body the upload budget cut.
+    fn cut_refusal(&self) -> super::refusal::Refusal {
+        let approved = &self.approved;
+        let budget = approved.budget.budget().expect("only a budget cuts a body");
+        let mut refusal = budget::refusal(&approved.target, budget)
+            .in_session(&approved.session)
+            .with_detail("the request body went past the upload budget: it was cut");
+        refusal.resolved_ip = self.dialed.map(|d| d.ip());
+        refusal
+    }
+
     fn write(&mut self, down: u64) {
         if !std::mem::take(&mut self.armed) {
             return;
@@ -218,6 +241,11 @@ impl AllowedRecord {
         metrics.bytes_up.inc_by(up);
         metrics.bytes_down.inc_by(down);
         let (state, client, approved) = (&self.state, &self.client, &self.approved);
+        if approved.budget.budget().is_some() && self.cut.load(Ordering::Relaxed) {
+            let refusal = self.cut_refusal();
+            audit_cut(state, client, &refusal, self.url.take(), (up, down));
+            return;
+        }
         audit_allowed(
             state,
             client,

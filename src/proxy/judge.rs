@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use hyper::{Request, StatusCode};
 
+use super::budget::{self, Allowance};
 use super::record::{audit_would_deny, plain_url, Client};
 use super::refusal::{Failure, Refusal, Stop};
 use super::request;
@@ -17,7 +18,8 @@ use crate::load::Policies;
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
 use crate::policy::{
-    check_narrowing, decide, Decision, Effective, Host, Reason, RequestPolicy, Verdict,
+    check_narrowing, decide, upload_budget, Decision, Effective, Host, Reason, RequestPolicy,
+    Verdict,
 };
 use crate::session::{AuthError, Session};
 
@@ -34,6 +36,8 @@ pub struct Approved {
     pub session: Option<Arc<Session>>,
     /// When the request was allowed, for the decision-to-first-byte latency.
     pub decided_at: Instant,
+    /// What it may send upstream: its session's (or the proxy's) upload budget.
+    pub budget: Allowance,
 }
 
 /// Judge `req`: Ok with the approved addresses, or why it stops.
@@ -78,6 +82,11 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
         }
         Verdict::Allow => {}
     }
+    // Section 13's budget comes last of the policy's judgements, before any lookup.
+    let allowance = state
+        .budgets
+        .allowance(session.as_ref(), upload_budget(&policies.org, &levels));
+    budget::admit(req, &allowance, &target).map_err(tag)?;
     let ips = match &target.host {
         Host::Ip(ip) => vec![*ip],
         Host::Name(name) => {
@@ -116,6 +125,7 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
         policies,
         session,
         decided_at: Instant::now(),
+        budget: allowance,
     })
 }
 

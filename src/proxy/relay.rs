@@ -18,6 +18,7 @@ use tokio::io::{copy_bidirectional, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 
+use super::budget::{self, Allowance};
 use super::idle::{Activity, Watched};
 #[cfg(target_os = "linux")]
 use super::splice;
@@ -28,10 +29,15 @@ pub const CHUNK: usize = 64 * 1024;
 /// Copy until both directions have ended (each end's EOF is passed on as a half-close,
 /// as `copy_bidirectional` does) or either fails. Bytes read from `client` are added to
 /// its counter and bytes read from `upstream` to its own; every move counts as activity.
+///
+/// Bytes from `client` are drawn from `allowance` before they are sent: once it is
+/// spent, exactly the bytes that fit have gone upstream, upstream's side is shut down,
+/// and the relay ends with [`budget::Spent`].
 pub async fn both_ways(
     client: Watched<TokioIo<Upgraded>>,
     upstream: Watched<TcpStream>,
     activity: &Activity,
+    allowance: &Allowance,
 ) -> io::Result<()> {
     let (client, up) = client.into_parts();
     let (mut upstream, down) = upstream.into_parts();
@@ -39,6 +45,10 @@ pub async fn both_ways(
     // keeps any other transport working, with tokio's copy.
     let parts = match client.into_inner().downcast::<TokioIo<TcpStream>>() {
         Ok(parts) => parts,
+        Err(_) if allowance.budget().is_some() => {
+            // tokio's copy cannot stop at a byte count: fail closed.
+            return Err(budget::spent());
+        }
         Err(upgraded) => {
             let mut client = activity.watch_counting(TokioIo::new(upgraded), up);
             let mut upstream = activity.watch_counting(upstream, down);
@@ -49,19 +59,21 @@ pub async fn both_ways(
     };
     // Bytes hyper read past the CONNECT head and the first-bytes judgement did not take.
     if !parts.read_buf.is_empty() {
-        up.fetch_add(parts.read_buf.len() as u64, Ordering::Relaxed);
-        upstream.write_all(&parts.read_buf).await?;
+        let granted = allowance.grant(parts.read_buf.len());
+        up.fetch_add(granted as u64, Ordering::Relaxed);
+        upstream.write_all(&parts.read_buf[..granted]).await?;
+        if granted < parts.read_buf.len() {
+            upstream.shutdown().await?;
+            return Err(budget::spent());
+        }
     }
     let zero_copy = cfg!(target_os = "linux");
-    tcp_relay(
-        parts.io.into_inner(),
-        upstream,
-        &up,
-        &down,
-        activity,
-        zero_copy,
-    )
-    .await
+    let counts = Counts {
+        up: &up,
+        down: &down,
+        allowance,
+    };
+    tcp_relay(parts.io.into_inner(), upstream, counts, activity, zero_copy).await
 }
 
 /// [`both_ways`] for a client that is a plain TCP connection (a redirected one).
@@ -69,11 +81,26 @@ pub async fn tcp_both_ways(
     client: Watched<TcpStream>,
     upstream: Watched<TcpStream>,
     activity: &Activity,
+    allowance: &Allowance,
 ) -> io::Result<()> {
     let (client, up) = client.into_parts();
     let (upstream, down) = upstream.into_parts();
     let zero_copy = cfg!(target_os = "linux");
-    tcp_relay(client, upstream, &up, &down, activity, zero_copy).await
+    let counts = Counts {
+        up: &up,
+        down: &down,
+        allowance,
+    };
+    tcp_relay(client, upstream, counts, activity, zero_copy).await
+}
+
+/// What a relay counts into: the bytes each way, and the allowance bytes sent upstream
+/// are drawn from.
+#[derive(Clone, Copy)]
+pub(crate) struct Counts<'a> {
+    pub up: &'a AtomicU64,
+    pub down: &'a AtomicU64,
+    pub allowance: &'a Allowance,
 }
 
 /// [`both_ways`] between two TCP connections, splicing bulk bytes if `zero_copy` (on
@@ -81,18 +108,42 @@ pub async fn tcp_both_ways(
 async fn tcp_relay(
     mut client: TcpStream,
     mut upstream: TcpStream,
-    up: &AtomicU64,
-    down: &AtomicU64,
+    counts: Counts<'_>,
     activity: &Activity,
     zero_copy: bool,
 ) -> io::Result<()> {
     let (client_read, client_write) = client.split();
     let (upstream_read, upstream_write) = upstream.split();
+    let up = Way {
+        count: counts.up,
+        allowance: Some(counts.allowance),
+    };
+    let down = Way {
+        count: counts.down,
+        allowance: None,
+    };
     tokio::try_join!(
         one_way(client_read, upstream_write, up, activity, zero_copy),
         one_way(upstream_read, client_write, down, activity, zero_copy),
     )?;
     Ok(())
+}
+
+/// One direction's counter, and (upstream-bound only) the allowance it draws from.
+#[derive(Clone, Copy)]
+pub(crate) struct Way<'a> {
+    pub count: &'a AtomicU64,
+    pub allowance: Option<&'a Allowance>,
+}
+
+impl Way<'_> {
+    /// Count `n` bytes read, granting them from the allowance if there is one: returns
+    /// how many may be sent on.
+    pub fn moved(&self, n: usize) -> usize {
+        let granted = self.allowance.map_or(n, |a| a.grant(n));
+        self.count.fetch_add(granted as u64, Ordering::Relaxed);
+        granted
+    }
 }
 
 /// How a burst of bytes ended.
@@ -104,6 +155,8 @@ enum Burst {
     WouldBlock,
     /// A read filled the whole buffer: a bulk transfer, worth a pipe.
     Bulk,
+    /// The allowance is spent: what fitted was sent, the rest was not.
+    Spent,
 }
 
 /// Copy `from` to `to` until `from` ends, then shut `to` down for writing.
@@ -114,7 +167,7 @@ enum Burst {
 async fn one_way(
     from: ReadHalf<'_>,
     mut to: WriteHalf<'_>,
-    count: &AtomicU64,
+    way: Way<'_>,
     activity: &Activity,
     zero_copy: bool,
 ) -> io::Result<()> {
@@ -123,22 +176,30 @@ async fn one_way(
     let mut pace = splice::Pace::new();
     loop {
         from.readable().await?;
-        let mut burst = copy_burst(&from, &mut to, count, activity, zero_copy).await?;
+        let mut burst = copy_burst(&from, &mut to, way, activity, zero_copy).await?;
         if burst == Burst::Bulk {
             burst = match pipe(zero_copy) {
                 #[cfg(target_os = "linux")]
                 Some(pipe) => match pipe
-                    .burst(from.as_ref(), to.as_ref(), count, activity, &mut pace)
-                    .await?
+                    .burst(from.as_ref(), to.as_ref(), way, activity, &mut pace)
+                    .await
                 {
-                    true => Burst::Ended,
-                    false => Burst::WouldBlock,
+                    Ok(true) => Burst::Ended,
+                    Ok(false) => Burst::WouldBlock,
+                    Err(e) if budget::is_spent(&e) => Burst::Spent,
+                    Err(e) => return Err(e),
                 },
-                _ => copy_burst(&from, &mut to, count, activity, false).await?,
+                _ => copy_burst(&from, &mut to, way, activity, false).await?,
             };
         }
-        if burst == Burst::Ended {
-            return to.shutdown().await;
+        match burst {
+            Burst::Ended => return to.shutdown().await,
+            // Upstream gets the bytes that fit and an end, and the tunnel closes.
+            Burst::Spent => {
+                to.shutdown().await?;
+                return Err(budget::spent());
+            }
+            Burst::WouldBlock | Burst::Bulk => {}
         }
     }
 }
@@ -160,7 +221,7 @@ fn pipe(_zero_copy: bool) -> Option<std::convert::Infallible> {
 async fn copy_burst(
     from: &ReadHalf<'_>,
     to: &mut WriteHalf<'_>,
-    count: &AtomicU64,
+    way: Way<'_>,
     activity: &Activity,
     stop_on_bulk: bool,
 ) -> io::Result<Burst> {
@@ -170,10 +231,13 @@ async fn copy_burst(
         match from.try_read_buf(&mut buf) {
             Ok(0) => return Ok(Burst::Ended),
             Ok(n) => {
-                count.fetch_add(n as u64, Ordering::Relaxed);
+                let granted = way.moved(n);
                 activity.touch();
-                to.write_all(&buf).await?;
+                to.write_all(&buf[..granted]).await?;
                 activity.touch();
+                if granted < n {
+                    return Ok(Burst::Spent);
+                }
                 if stop_on_bulk && n == CHUNK {
                     return Ok(Burst::Bulk);
                 }
@@ -202,11 +266,28 @@ pub(super) mod tests {
     }
 
     /// What a relay under test counts into: its byte counters and its activity.
-    #[derive(Default)]
     struct Meter {
         up: AtomicU64,
         down: AtomicU64,
         activity: Activity,
+        allowance: Allowance,
+    }
+
+    impl Default for Meter {
+        fn default() -> Meter {
+            Meter::with(Allowance::unlimited())
+        }
+    }
+
+    impl Meter {
+        fn with(allowance: Allowance) -> Meter {
+            Meter {
+                up: AtomicU64::default(),
+                down: AtomicU64::default(),
+                activity: Activity::default(),
+                allowance,
+            }
+        }
     }
 
     /// A client and an origin on loopback, and the relay between them (not yet polled),
@@ -221,11 +302,15 @@ pub(super) mod tests {
     ) {
         let (client, client_side) = pair().await;
         let (upstream_side, origin) = pair().await;
+        let counts = Counts {
+            up: &meter.up,
+            down: &meter.down,
+            allowance: &meter.allowance,
+        };
         let relay = tcp_relay(
             client_side,
             upstream_side,
-            &meter.up,
-            &meter.down,
+            counts,
             &meter.activity,
             zero_copy,
         );
@@ -387,5 +472,55 @@ pub(super) mod tests {
     #[tokio::test]
     async fn copied_peer_reset_mid_transfer_ends_with_an_error() {
         peer_reset_mid_transfer_ends_with_an_error(false).await;
+    }
+
+    /// A budget smaller than the upload: the origin gets exactly the bytes that fit
+    /// (through the pipe once the transfer is bulk, when splicing), then an end; the
+    /// relay ends with `Spent`, and downloads before that were unaffected.
+    async fn stops_exactly_at_the_budget(zero_copy: bool, budget: usize) {
+        let allowance = Allowance::of(Some(crate::policy::Budget {
+            bytes: budget as u64,
+            level: crate::policy::Level::Org,
+        }));
+        let meter = Meter::with(allowance);
+        let (mut client, mut origin, relay) = relayed(&meter, zero_copy).await;
+        let ends = async {
+            origin.write_all(b"hello").await.unwrap();
+            let mut hello = [0u8; 5];
+            client.read_exact(&mut hello).await.unwrap();
+            // Far more than fits, so several bulk bursts would follow.
+            let sending = async {
+                let _ = client.write_all(&pattern(budget + 4 * CHUNK, 9)).await;
+            };
+            let mut got = Vec::new();
+            let (_, read) = tokio::join!(sending, origin.read_to_end(&mut got));
+            read.unwrap();
+            got
+        };
+        let (relayed, got) = timeout(Duration::from_secs(30), async { tokio::join!(relay, ends) })
+            .await
+            .expect("the relay ends at the budget");
+        let err = relayed.unwrap_err();
+        assert!(budget::is_spent(&err), "{err}");
+        assert_eq!(got.len(), budget, "exactly the bytes that fit");
+        assert!(got == pattern(budget, 9)[..], "and those bytes, in order");
+        assert_eq!(meter.up.load(Ordering::Relaxed), budget as u64);
+        assert_eq!(meter.down.load(Ordering::Relaxed), 5);
+    }
+
+    #[tokio::test]
+    async fn spliced_stops_exactly_at_the_budget() {
+        stops_exactly_at_the_budget(true, 3 * CHUNK + 17).await;
+    }
+
+    #[tokio::test]
+    async fn copied_stops_exactly_at_the_budget() {
+        stops_exactly_at_the_budget(false, 3 * CHUNK + 17).await;
+    }
+
+    #[tokio::test]
+    async fn a_small_budget_stops_within_the_first_read() {
+        stops_exactly_at_the_budget(true, 100).await;
+        stops_exactly_at_the_budget(false, 0).await;
     }
 }

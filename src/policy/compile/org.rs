@@ -20,7 +20,7 @@ pub(super) fn compile<'a, N: Node<'a>>(
         return (org, spans);
     };
     t.unknown(p, "", &ORG_KEYS);
-    let [version, name, mode, allowed, denied, ports, cidrs, default, shared, tunnels] =
+    let [version, name, mode, allowed, denied, ports, cidrs, default, shared, tunnels, limits] =
         t.take(&ORG_KEYS);
     match version {
         // The document's start.
@@ -72,6 +72,8 @@ pub(super) fn compile<'a, N: Node<'a>>(
             require_sni: sni.and_then(|b| node::boolean(p, b)),
         };
     }
+    // Before the default policy, whose budget may not exceed it.
+    org.upload_bytes = limits.and_then(|l| super::limits::compile(p, l));
     if let Some(d) = default {
         let table = "default_network_policy.";
         (org.default_policy, spans.default_policy) = request::compile(d, table, p);
