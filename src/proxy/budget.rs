@@ -257,6 +257,21 @@ pub struct Budgeted<B> {
     pub allowance: Allowance,
     pub sent: Arc<AtomicU64>,
     pub cut: Arc<AtomicBool>,
+    /// The failure is held back for one poll after the cut frame, so hyper writes that
+    /// frame out (it flushes when the body is not ready) before it aborts the request.
+    held: bool,
+}
+
+impl<B> Budgeted<B> {
+    pub fn new(inner: B, allowance: Allowance, sent: Arc<AtomicU64>, cut: Arc<AtomicBool>) -> Self {
+        Budgeted {
+            inner,
+            allowance,
+            sent,
+            cut,
+            held: false,
+        }
+    }
 }
 
 impl<B> HttpBody for Budgeted<B>
@@ -272,6 +287,10 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         if self.cut.load(Ordering::Relaxed) {
+            if !std::mem::replace(&mut self.held, true) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
             return Poll::Ready(Some(Err(Box::new(Spent))));
         }
         let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
@@ -290,6 +309,7 @@ where
         if granted < data.len() {
             self.cut.store(true, Ordering::Relaxed);
             if granted == 0 {
+                self.held = true;
                 return Poll::Ready(Some(Err(Box::new(Spent))));
             }
             data.truncate(granted);

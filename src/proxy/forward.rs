@@ -64,13 +64,7 @@ pub async fn forward(
     let cut = Arc::new(AtomicBool::new(false));
     // Body bytes are drawn from the upload budget as they go; a body that does not fit
     // is cut, and the upstream request with it.
-    let body = Budgeted {
-        inner: body,
-        allowance: approved.budget.clone(),
-        sent: up_bytes.clone(),
-        cut: cut.clone(),
-    }
-    .boxed();
+    let body = Budgeted::new(body, approved.budget.clone(), up_bytes.clone(), cut.clone()).boxed();
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.insert(
         HOST,
