@@ -428,3 +428,37 @@ async fn a_larger_max_upload_bytes_is_policy_widening() {
     let offending = resp.json()["error"]["offending"].to_string();
     assert!(offending.contains("max_upload_bytes = 1001"), "{offending}");
 }
+
+/// A `--policy` whose budget is larger than the organization's stops `serve` (exit 2,
+/// naming it), and `lint` finds the same entry.
+#[test]
+fn a_widening_budget_file_stops_serve_and_is_a_lint_finding() {
+    let dir = crate::support::unique_temp_dir("budget-widening");
+    let org_path = dir.join("org.toml");
+    let policy_path = dir.join("policy.json");
+    std::fs::write(&org_path, org(8080, Some(100))).unwrap();
+    std::fs::write(&policy_path, allowlist(Some(101)).to_string()).unwrap();
+    let (org_arg, policy_arg) = (org_path.to_str().unwrap(), policy_path.to_str().unwrap());
+    let args = [
+        "serve",
+        "--org",
+        org_arg,
+        "--policy",
+        policy_arg,
+        "--listen",
+        "127.0.0.1:0",
+        "--audit-log",
+        "-",
+    ];
+    let (code, stderr) = crate::support::proxy::run_expect_exit(&args);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("max_upload_bytes = 101"), "{stderr}");
+    let out = std::process::Command::new(crate::support::proxy::binary())
+        .args(["lint", "--org", org_arg, policy_arg])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("widens-org-policy"), "{text}");
+    assert!(text.contains("upload_bytes = 100"), "{text}");
+}
