@@ -117,3 +117,58 @@ async fn a_chunked_body_is_cut_at_the_budget() {
     let up = record["bytes_up"].as_u64().unwrap() as usize;
     assert!(up >= BUDGET, "{record}");
 }
+
+/// Upstream answered before the body was done: the answer has started, so when the
+/// budget cuts the body the client's connection closes (no 403 can follow a 200 head),
+/// and the record says why.
+#[tokio::test]
+async fn a_cut_body_after_the_answer_started_closes_the_connection() {
+    const BUDGET: usize = 1000;
+    let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\nearly";
+    let sink = Sink::answering(Some(answer)).await;
+    let port = sink.addr.port();
+    let proxy = proxy(port, BUDGET as u64).await;
+    let mut client = TcpStream::connect(proxy.addr).await.unwrap();
+    let head = format!(
+        "POST http://sink.test:{port}/chunks HTTP/1.1\r\nHost: sink.test:{port}\r\n\
+         Transfer-Encoding: chunked\r\n\r\n"
+    );
+    client.write_all(head.as_bytes()).await.unwrap();
+    let sent = pattern(300 * 6);
+    for chunk in sent.chunks(300) {
+        let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+        framed.extend_from_slice(chunk);
+        framed.extend_from_slice(b"\r\n");
+        if client.write_all(&framed).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = client.write_all(b"0\r\n\r\n").await;
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), client.read_to_end(&mut got));
+    let _ = read
+        .await
+        .expect("the proxy closes the client's connection");
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("HTTP/1.1 200"),
+        "the answer had started: {text:?}"
+    );
+    assert!(
+        got.len() < 100_000,
+        "and never finished: {} bytes",
+        got.len()
+    );
+    let upstream = sink.ended(0).await;
+    let at = crate::support::find(&upstream, b"\r\n\r\n").unwrap() + 4;
+    let (payload, ended) = dechunk(&upstream[at..]);
+    assert!(
+        payload.len() <= BUDGET && sent.starts_with(&payload),
+        "{}",
+        payload.len()
+    );
+    assert!(!ended, "the body never ended upstream");
+    let record = &records_with(&proxy, "upload_budget_exceeded", 1).await[0];
+    assert_eq!(record["method"], "POST", "{record}");
+}

@@ -28,7 +28,8 @@ use crate::support::proxy::{Proxy, ProxyBuilder, AUDIT_TIMEOUT};
 /// One entry per connection: its bytes, and whether it has ended.
 type Conns = Arc<Mutex<Vec<(Vec<u8>, bool)>>>;
 
-/// A TCP origin that answers nothing and keeps every byte each connection sent it.
+/// A TCP origin that keeps every byte each connection sent it, and answers nothing (or,
+/// with `answer`, writes those bytes as soon as a request head has come).
 struct Sink {
     addr: SocketAddr,
     conns: Conns,
@@ -36,6 +37,10 @@ struct Sink {
 
 impl Sink {
     async fn start() -> Sink {
+        Sink::answering(None).await
+    }
+
+    async fn answering(answer: Option<&'static [u8]>) -> Sink {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let conns: Conns = Arc::default();
@@ -50,10 +55,16 @@ impl Sink {
                 };
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 64 * 1024];
+                    let mut answer = answer;
                     loop {
                         match stream.read(&mut buf).await {
                             Ok(0) | Err(_) => break,
                             Ok(n) => conns.lock().unwrap()[i].0.extend_from_slice(&buf[..n]),
+                        }
+                        let headed = crate::support::find(&conns.lock().unwrap()[i].0, b"\r\n\r\n");
+                        if let (Some(_), Some(bytes)) = (headed, answer) {
+                            answer = None;
+                            let _ = stream.write_all(bytes).await;
                         }
                     }
                     conns.lock().unwrap()[i].1 = true;
