@@ -266,6 +266,7 @@ pub async fn serve_with(
         phase: tokio::sync::watch::Sender::new(proxy::Phase::Serving),
         synthetic: Arc::new(SyntheticNames::new()),
         interception,
+        budgets: Default::default(),
     });
     let reloader = Arc::new(Reloader::new(
         args.org.clone(),

@@ -24,6 +24,7 @@ mod credentials;
 mod domain_set;
 mod entry;
 mod json;
+mod limits;
 mod node;
 mod org;
 mod problems;
@@ -74,6 +75,8 @@ pub struct OrgPolicy {
     pub(in crate::policy) tunnels: Tunnels,
     /// `[[credentials]]`: headers set on requests to one host.
     pub(in crate::policy) credentials: Vec<CredentialRule>,
+    /// `[limits] upload_bytes`: the bytes a session (or the proxy) may send upstream.
+    pub(in crate::policy) upload_bytes: Option<u64>,
 }
 
 impl OrgPolicy {
@@ -132,6 +135,11 @@ impl OrgPolicy {
         &self.tunnels
     }
 
+    /// `[limits] upload_bytes` (`None`: no budget).
+    pub fn upload_bytes(&self) -> Option<u64> {
+        self.upload_bytes
+    }
+
     /// What a file that sets nothing means (and what a file that does not read gives).
     fn empty(source: &str) -> OrgPolicy {
         OrgPolicy {
@@ -148,6 +156,7 @@ impl OrgPolicy {
             shared_hosting_extra: DomainSet::default(),
             tunnels: Tunnels::default(),
             credentials: Vec::new(),
+            upload_bytes: None,
         }
     }
 }
@@ -160,6 +169,8 @@ pub enum RequestPolicy {
         domains: DomainSet,
         /// `None`: this level allows no literal IPs (and does not narrow where names land).
         cidrs: Option<Vec<IpNet>>,
+        /// `max_upload_bytes`: this level's upload budget (`None`: the level above's).
+        max_upload_bytes: Option<u64>,
         /// Can be written only here, so only the compiler makes an allowlist.
         sealed: Sealed,
     },
@@ -187,6 +198,8 @@ pub struct OrgSpans {
 pub struct RequestSpans {
     pub allowed_domains: Vec<usize>,
     pub allowed_cidrs: Vec<Written>,
+    /// Where `max_upload_bytes` was written, when it was.
+    pub max_upload_bytes: Option<usize>,
 }
 
 /// A CIDR entry: where, and the text as written (the policy keeps the network only).

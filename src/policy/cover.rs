@@ -155,6 +155,7 @@ pub(crate) fn widening(
             out.push((net.to_string(), why.to_string()));
         }
     }
+    out.extend(super::budget::budget_widening(org, uppers, req));
     out
 }
 

@@ -13,7 +13,7 @@ pub const VERSION: i64 = 1;
 pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
 
 /// The keys of the organization file's top level, in the order the compiler takes them.
-pub const ORG_KEYS: [&str; 11] = [
+pub const ORG_KEYS: [&str; 12] = [
     "version",
     "name",
     "mode",
@@ -25,6 +25,7 @@ pub const ORG_KEYS: [&str; 11] = [
     "shared_hosting",
     "tunnels",
     "credentials",
+    "limits",
 ];
 
 /// The keys of one `[[credentials]]` table.
@@ -36,8 +37,16 @@ pub const SHARED_HOSTING_KEYS: [&str; 2] = ["action", "extra_domains"];
 /// The keys of `[tunnels]`.
 pub const TUNNELS_KEYS: [&str; 2] = ["require_tls", "require_sni"];
 
+/// The keys of `[limits]`.
+pub const LIMITS_KEYS: [&str; 1] = ["upload_bytes"];
+
 /// The keys of a request policy (a JSON file, or the inline `default_network_policy`).
-pub const POLICY_KEYS: [&str; 3] = ["type", "allowed_domains", "allowed_cidrs"];
+pub const POLICY_KEYS: [&str; 4] = [
+    "type",
+    "allowed_domains",
+    "allowed_cidrs",
+    "max_upload_bytes",
+];
 
 /// The keys of a request policy of `"type": "disabled"`: nothing but the type.
 pub const DISABLED_KEYS: [&str; 1] = ["type"];

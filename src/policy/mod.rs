@@ -20,8 +20,10 @@
 //! - [`shared_hosting`]: is this name or pattern on shared hosting.
 //! - [`tls`]: the judgement of a tunnel's first bytes (TLS server name, `[tunnels]`).
 //! - [`address`]: the refused address classes.
+//! - [`budget`]: upload budgets: the narrowest in force, and a budget that widens.
 
 pub mod address;
+pub mod budget;
 pub mod compile;
 pub mod cover;
 pub mod decide;
@@ -37,6 +39,7 @@ pub mod steps;
 pub mod tls;
 pub mod verdict;
 
+pub use budget::{upload_budget, Budget};
 pub use compile::{
     Compiled, DomainSet, Mode, OrgPolicy, OrgSpans, PolicyError, Problem, ProblemKind,
     RequestPolicy, RequestSpans, SharedHostingAction, Tunnels, Widened, Written,

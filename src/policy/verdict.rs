@@ -77,10 +77,12 @@ pub enum Reason {
     MethodNotAllowed,
     /// The entries allowing the method allow other paths (SPEC 12).
     PathNotAllowed,
+    /// The upload budget (`[limits] upload_bytes`, `max_upload_bytes`) is spent.
+    UploadBudgetExceeded,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 18] = [
+    pub const ALL: [Reason; 19] = [
         Reason::NotInOrgAllowlist,
         Reason::NotInRequestPolicy,
         Reason::NetworkDisabled,
@@ -99,6 +101,7 @@ impl Reason {
         Reason::AuditUnavailable,
         Reason::MethodNotAllowed,
         Reason::PathNotAllowed,
+        Reason::UploadBudgetExceeded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -121,6 +124,7 @@ impl Reason {
             Reason::AuditUnavailable => "audit_unavailable",
             Reason::MethodNotAllowed => "method_not_allowed",
             Reason::PathNotAllowed => "path_not_allowed",
+            Reason::UploadBudgetExceeded => "upload_budget_exceeded",
         }
     }
 

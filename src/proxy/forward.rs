@@ -2,7 +2,7 @@
 //! authority, the request sent over a pooled connection to a checked address.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 
@@ -16,12 +16,13 @@ use hyper::header::{
 use hyper::http::uri::PathAndQuery;
 use hyper::{Request, Response, StatusCode, Uri};
 
+use super::budget::{self, Budgeted};
 use super::judge::{Approved, Judged};
 use super::pool::{Lease, SendError, Upstream};
-use super::record::{audit_allowed, inspected_url, plain_url, Client};
+use super::record::{audit_allowed, audit_cut, inspected_url, plain_url, Client};
 use super::refusal::Failure;
 use super::state::State;
-use super::{answer, Body};
+use super::{answer, Body, BoxError};
 use crate::net::dial::DialError;
 use crate::policy::{Host, NormalPath};
 
@@ -53,7 +54,7 @@ pub async fn forward(
     upstream: &Arc<Upstream>,
 ) -> Response<Body> {
     // The URL is only for the allowed record: no string built when none is written.
-    let url = if state.audit_allowed {
+    let url = if state.audit_allowed || approved.budget.budget().is_some() {
         match &approved.upstream_tls {
             None => plain_url(&req),
             Some(_) => Some(inspected_url(&req, &approved.target)),
@@ -63,15 +64,10 @@ pub async fn forward(
     };
     let (mut parts, body) = req.into_parts();
     let up_bytes = Arc::new(AtomicU64::new(0));
-    let counter = up_bytes.clone();
-    let body = body
-        .map_frame(move |frame| {
-            if let Some(data) = frame.data_ref() {
-                counter.fetch_add(data.len() as u64, Ordering::Relaxed);
-            }
-            frame
-        })
-        .boxed();
+    let cut = Arc::new(AtomicBool::new(false));
+    // Body bytes are drawn from the upload budget as they go; a body that does not fit
+    // is cut, and the upstream request with it.
+    let body = Budgeted::new(body, approved.budget.clone(), up_bytes.clone(), cut.clone()).boxed();
     strip_hop_by_hop(&mut parts.headers);
     let default_port = match approved.upstream_tls {
         None => 80,
@@ -104,6 +100,7 @@ pub async fn forward(
         approved,
         url,
         up: up_bytes,
+        cut,
         dialed: None,
         armed: true,
     };
@@ -116,6 +113,12 @@ pub async fn forward(
         .await
     {
         Ok(sent) => sent,
+        Err(SendError::Upstream(e)) if budget::is_spent(&e) => {
+            // No answer had started: the client is told why its request was cut. The
+            // record (written when `record` is dropped) says so too.
+            let refusal = record.cut_refusal();
+            return answer::refuse(&refusal, &request_id);
+        }
         Err(e) => {
             let failure = upstream_failure(&e, &record.approved);
             tracing::info!(request_id = %request_id, error = %e, "{}", failure.message);
@@ -140,7 +143,7 @@ pub async fn forward(
         ended: false,
         lease: Some((lease, upstream.clone())),
     };
-    Response::from_parts(parts, body.boxed())
+    Response::from_parts(parts, body.map_err(BoxError::from).boxed())
 }
 
 /// About what a head takes on the wire: its headers plus a request or status line.
@@ -244,12 +247,25 @@ struct AllowedRecord {
     approved: Approved,
     url: Option<String>,
     up: Arc<AtomicU64>,
+    /// Set when the upload budget cut the request body.
+    cut: Arc<AtomicBool>,
     /// The address the request went to, once known.
     dialed: Option<std::net::SocketAddr>,
     armed: bool,
 }
 
 impl AllowedRecord {
+    /// The refusal of a request whose body the upload budget cut.
+    fn cut_refusal(&self) -> super::refusal::Refusal {
+        let approved = &self.approved;
+        let budget = approved.budget.budget().expect("only a budget cuts a body");
+        let mut refusal = budget::refusal(&approved.target, budget)
+            .in_session(&approved.session)
+            .with_detail("the request body went past the upload budget: it was cut");
+        refusal.resolved_ip = self.dialed.map(|d| d.ip());
+        refusal
+    }
+
     fn write(&mut self, down: u64) {
         if !std::mem::take(&mut self.armed) {
             return;
@@ -259,6 +275,11 @@ impl AllowedRecord {
         metrics.bytes_up.inc_by(up);
         metrics.bytes_down.inc_by(down);
         let (state, client, approved) = (&self.state, &self.client, &self.approved);
+        if approved.budget.budget().is_some() && self.cut.load(Ordering::Relaxed) {
+            let refusal = self.cut_refusal();
+            audit_cut(state, client, &refusal, self.url.take(), (up, down));
+            return;
+        }
         audit_allowed(
             state,
             client,

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use hyper::{Request, StatusCode};
 
+use super::budget::{self, Allowance};
 use super::record::{audit_would_deny, plain_url, Client};
 use super::refusal::{Failure, Refusal, Stop};
 use super::request;
@@ -17,8 +18,8 @@ use crate::load::Policies;
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
 use crate::policy::{
-    check_narrowing, decide, decide_request, Decision, Effective, Host, Http, NormalPath, Reason,
-    RequestPolicy, Verdict,
+    check_narrowing, decide, decide_request, upload_budget, Budget, Decision, Effective, Host,
+    Http, NormalPath, Reason, RequestPolicy, Verdict,
 };
 use crate::session::{AuthError, Session};
 
@@ -43,6 +44,8 @@ pub struct Approved {
     pub header: Option<RequestPolicy>,
     /// How rules judged it: the path to send upstream, or a tunnel to intercept.
     pub judged: Judged,
+    /// What it may send upstream: its session's (or the proxy's) upload budget.
+    pub budget: Allowance,
 }
 
 /// Judge `req`: Ok with the approved addresses, or why it stops.
@@ -57,7 +60,7 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     let asked = Asking::of(req);
     let headers = [header.as_ref()];
     let judged = decide_levels(&policies, session.as_deref(), &headers, &target, &asked);
-    let (decision, judged) = judged.map_err(tag)?;
+    let (decision, judged, limit) = judged.map_err(tag)?;
     settle(&decision, &target, &session, state, client, || {
         plain_url(req)
     })
@@ -68,6 +71,9 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
             .with_detail("this host's rules need its requests read, and the proxy has no --ca");
         return Err(tag(refusal).into());
     }
+    // The budget comes last of the policy's judgements, before any lookup.
+    let allowance = state.budgets.allowance(session.as_ref(), limit);
+    budget::admit(req, &allowance, &target).map_err(tag)?;
     let addrs = checked_addrs(&decision, &policies, &session, &headers, &target, state).await?;
     Ok(Approved {
         addrs,
@@ -79,6 +85,7 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
         upstream_tls: None,
         header,
         judged,
+        budget: allowance,
     })
 }
 
@@ -102,9 +109,12 @@ pub async fn judge_inner<B>(
     let headers = [tunnel.header.as_ref(), header.as_ref()];
     let asked = Asking::of(req);
     let judged = decide_levels(&policies, session.as_deref(), &headers, &target, &asked);
-    let (decision, judged) = judged.map_err(tag)?;
+    let (decision, judged, limit) = judged.map_err(tag)?;
     let url = || Some(super::record::inspected_url(req, &target));
     settle(&decision, &target, &session, state, client, url).await?;
+    // The tunnel's session (or the proxy) pays for what each request inside sends.
+    let allowance = state.budgets.allowance(session.as_ref(), limit);
+    budget::admit(req, &allowance, &target).map_err(tag)?;
     Ok(Approved {
         target,
         addrs: tunnel.addrs.clone(),
@@ -115,6 +125,7 @@ pub async fn judge_inner<B>(
         upstream_tls: Some(Arc::from(tunnel.target.host.to_string())),
         header: None,
         judged,
+        budget: allowance,
     })
 }
 
@@ -190,17 +201,19 @@ fn decide_levels(
     headers: &[Option<&RequestPolicy>],
     target: &Target,
     asked: &Asking,
-) -> Result<(Decision, Judged), Refusal> {
+) -> Result<(Decision, Judged, Option<Budget>), Refusal> {
     let levels = levels(policies, session, headers, target)?;
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
     };
+    // Section 13's budget: the narrowest of the levels in force.
+    let budget = upload_budget(&policies.org, &levels);
     if !eff.must_intercept(target) {
-        return Ok((decide(&eff, target), Judged::Whole));
+        return Ok((decide(&eff, target), Judged::Whole, budget));
     }
     match *asked {
-        Asking::Tunnel => Ok((decide(&eff, target), Judged::Intercept)),
+        Asking::Tunnel => Ok((decide(&eff, target), Judged::Intercept, budget)),
         Asking::Request { method, path } => {
             let path = request::normal_path(path, target)?;
             let decision = decide_request(
@@ -211,7 +224,7 @@ fn decide_levels(
                     path: &path,
                 },
             );
-            Ok((decision, Judged::Path(path)))
+            Ok((decision, Judged::Path(path), budget))
         }
     }
 }

@@ -14,6 +14,8 @@
 //! - [`record`]: what is being answered, and the audit records and metric counts of a
 //!   judged request.
 //! - [`answer`]: the one place a refusal becomes a response.
+//! - [`budget`]: upload budgets: each session's meter, the allowance a request or tunnel
+//!   draws from, and a request body cut when it is spent.
 //! - [`forward`]: plain HTTP forwarding; [`pool`] keeps each worker's upstream
 //!   connections open between requests.
 //! - [`tunnel`]: `CONNECT` tunnels; [`relay`] copies their bytes (on Linux bulk bytes
@@ -23,6 +25,7 @@
 //!   the CA, each request inside judged and forwarded like any other.
 
 pub mod answer;
+pub mod budget;
 mod conn;
 pub mod forward;
 pub mod idle;
@@ -49,5 +52,9 @@ use http_body_util::combinators::BoxBody;
 pub use state::{Limits, Phase, State};
 pub use workers::Server;
 
-/// The body type of every response the proxy sends.
-pub type Body = BoxBody<Bytes, hyper::Error>;
+/// The body type of every response the proxy sends (and every request it forwards).
+pub type Body = BoxBody<Bytes, BoxError>;
+
+/// A body's error: hyper's, or the proxy's own (a request body cut by the upload
+/// budget, [`budget::Spent`]).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -184,6 +184,24 @@ pub fn audit_allowed(
     state.audit.write_detached(rec);
 }
 
+/// The one record of an allowed request or tunnel that the upload budget cut short
+/// (`refusal` says which budget): an `egress.denied` record with the bytes it carried,
+/// written instead of its allowed record, whatever `--audit-allowed` says. Written from
+/// code that cannot wait, as [`audit_allowed`].
+pub fn audit_cut(
+    state: &State,
+    client: &Client,
+    refusal: &Refusal,
+    url: Option<String>,
+    bytes: (u64, u64),
+) {
+    count(state, client, Outcome::Denied(refusal.reason));
+    let mut rec = refusal_record(client, refusal, "egress.denied", url);
+    rec.bytes_up = Some(bytes.0);
+    rec.bytes_down = Some(bytes.1);
+    state.audit.write_detached(rec);
+}
+
 fn refusal_record(
     client: &Client,
     refusal: &Refusal,

@@ -431,3 +431,50 @@ async fn a_credential_for_a_host_allowed_on_443_without_inspection_is_a_load_err
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("without inspection"), "{stderr}");
 }
+
+#[tokio::test]
+async fn requests_inside_an_intercepted_tunnel_pay_the_upload_budget() {
+    let origin = HttpsOrigin::start().await;
+    let dir = unique_temp_dir("inspect-budget");
+    let ca = ca_init(&dir);
+    let upstream_ca = dir.join("origin.pem");
+    write_pem(&upstream_ca, &origin.cert_der());
+    let entry = r#"{ host = "secure.test", inspect = true }"#;
+    let org = Org::new()
+        .allow_entry(entry)
+        .ports(&[origin.port()])
+        .loopback()
+        .raw_line("[limits]\nupload_bytes = 10")
+        .to_toml();
+    let proxy = ProxyBuilder::new(org)
+        .policy(r#"{"type":"allowlist","allowed_domains":["secure.test"]}"#)
+        .pin("secure.test")
+        .arg("--ca")
+        .arg(ca.to_str().unwrap())
+        .arg("--upstream-ca")
+        .arg(upstream_ca.to_str().unwrap())
+        .start()
+        .await;
+    let mut inner = Inner::open(proxy.addr, "secure.test", origin.port(), ca_cert(&ca), &[]).await;
+    let fits = inner.request("POST", "/a", &[], b"123456").await;
+    assert_eq!(fits.status, 200, "{fits:?}");
+    let over = inner.request("POST", "/b", &[], b"7890123").await;
+    assert_eq!(over.status, 403, "{over:?}");
+    assert_eq!(over.json()["error"]["reason"], "upload_budget_exceeded");
+    let bodies: Vec<Vec<u8>> = origin.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(
+        bodies,
+        [b"123456".to_vec()],
+        "the origin got more than the budget"
+    );
+    let record = proxy
+        .wait_audit(
+            |r| r["reason"] == "upload_budget_exceeded",
+            std::time::Duration::from_secs(5),
+        )
+        .await;
+    assert_eq!(
+        record["url"],
+        format!("https://secure.test:{}/b", origin.port())
+    );
+}

@@ -8,6 +8,7 @@ mod support;
 
 mod admin;
 mod admin_start;
+mod budget;
 mod bypass;
 mod bypass_loop;
 mod bypass_request;

@@ -21,7 +21,7 @@ pub(super) fn compile<'a, N: Node<'a>>(
         return (org, spans);
     };
     t.unknown(p, "", &ORG_KEYS);
-    let [version, name, mode, allowed, denied, ports, cidrs, default, shared, tunnels, creds] =
+    let [version, name, mode, allowed, denied, ports, cidrs, default, shared, tunnels, creds, limits] =
         t.take(&ORG_KEYS);
     match version {
         // The document's start.
@@ -83,6 +83,8 @@ pub(super) fn compile<'a, N: Node<'a>>(
         };
     }
     org.credentials = super::credentials::compile(p, creds, &org);
+    // Before the default policy, whose budget may not exceed it.
+    org.upload_bytes = limits.and_then(|l| super::limits::compile(p, l));
     if let Some(d) = default {
         let table = "default_network_policy.";
         (org.default_policy, spans.default_policy) = request::compile(d, table, p);

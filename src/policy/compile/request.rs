@@ -32,7 +32,7 @@ pub(super) fn compile<'a, N: Node<'a>>(
     let Some(t) = node::table(p, node, "a table") else {
         return (RequestPolicy::Disabled, spans);
     };
-    let [kind, domains, cidrs] = t.take(&POLICY_KEYS);
+    let [kind, domains, cidrs, budget] = t.take(&POLICY_KEYS);
     let kind = match kind {
         None => {
             p.invalid(t.at, missing("type"));
@@ -81,9 +81,14 @@ pub(super) fn compile<'a, N: Node<'a>>(
             &mut spans.allowed_cidrs,
         )
     });
+    let max_upload_bytes = budget.and_then(|b| {
+        spans.max_upload_bytes = b.at().or(t.at);
+        super::limits::byte_count(p, b)
+    });
     let policy = RequestPolicy::Allowlist {
         domains,
         cidrs,
+        max_upload_bytes,
         sealed: Sealed(()),
     };
     (policy, spans)
@@ -160,9 +165,10 @@ fn parse_cidr(s: &str) -> Result<IpNet, String> {
 /// An entry of a request policy that widens the organization policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Widened {
-    /// `allowed_domains` or `allowed_cidrs`.
+    /// `allowed_domains`, `allowed_cidrs` or `max_upload_bytes`.
     pub key: &'static str,
-    /// The entry: as written for a domain, the network for a CIDR.
+    /// The entry: as written for a domain, the network for a CIDR, `max_upload_bytes = N`
+    /// for a budget.
     pub text: String,
     pub why: String,
     /// Where it was written.
@@ -172,7 +178,13 @@ pub struct Widened {
 /// Every entry of `policy` (written where `spans` say) that `org` does not cover, in
 /// the order written.
 pub fn widened(org: &OrgPolicy, policy: &RequestPolicy, spans: &RequestSpans) -> Vec<Widened> {
-    let RequestPolicy::Allowlist { domains, cidrs, .. } = policy else {
+    let RequestPolicy::Allowlist {
+        domains,
+        cidrs,
+        max_upload_bytes,
+        ..
+    } = policy
+    else {
         return Vec::new();
     };
     let found = crate::policy::cover::widening(org, &[], policy);
@@ -191,8 +203,16 @@ pub fn widened(org: &OrgPolicy, policy: &RequestPolicy, spans: &RequestSpans) ->
         .flatten()
         .zip(&spans.allowed_cidrs)
         .map(|(net, w)| ("allowed_cidrs", net.to_string(), w.at));
+    let budget = max_upload_bytes.map(|n| {
+        let at = spans.max_upload_bytes.unwrap_or(0);
+        (
+            "max_upload_bytes",
+            crate::policy::budget::budget_text(n),
+            at,
+        )
+    });
     let mut out = Vec::new();
-    for (key, text, at) in domains.chain(cidrs) {
+    for (key, text, at) in domains.chain(cidrs).chain(budget) {
         if let Some((_, why)) = found.next_if(|(entry, _)| *entry == text) {
             out.push(Widened { key, text, why, at });
         }
