@@ -8,6 +8,7 @@ mod support;
 
 mod admin;
 mod admin_start;
+mod budget;
 mod bypass;
 mod bypass_loop;
 mod bypass_request;
@@ -20,6 +21,8 @@ mod diff;
 mod dns;
 mod dns_listener;
 mod forward;
+mod inspect;
+mod inspect_git;
 mod lifecycle;
 mod limits;
 mod lint;
@@ -27,6 +30,8 @@ mod reason_phrase;
 mod reliability;
 mod reload;
 mod report;
+mod rules;
+mod rules_lint;
 #[cfg(target_os = "linux")]
 mod run;
 mod suggest;
