@@ -43,6 +43,9 @@ pub enum Kind {
     Tunnels,
     PolicyType,
     Name,
+    Budget,
+    Inspection,
+    Credentials,
 }
 
 /// A kind's id and what it means, for SARIF's rule table.
@@ -70,7 +73,7 @@ impl Serialize for Kind {
 }
 
 /// Every kind, in the order of [`Kind`]: [`Kind::info`] indexes it.
-pub const KINDS: [KindInfo; 14] = [
+pub const KINDS: [KindInfo; 17] = [
     KindInfo {
         kind: Kind::AllowAdded,
         id: "allow-added",
@@ -154,6 +157,24 @@ pub const KINDS: [KindInfo; 14] = [
         id: "name",
         short: "The policy's name changed",
         full: "The name lets through nothing; it is listed for the record.",
+    },
+    KindInfo {
+        kind: Kind::Budget,
+        id: "budget",
+        short: "An upload budget raised, lowered, set or removed",
+        full: "[limits] upload_bytes (organization) or max_upload_bytes (request policy): a larger budget, or none (no [limits] means no budget; no max_upload_bytes means the level above's), lets more bytes out.",
+    },
+    KindInfo {
+        kind: Kind::Inspection,
+        id: "inspection",
+        short: "Inspection of a host turned on or off",
+        full: "inspect = true (or methods, paths, access) makes the proxy terminate TLS for the host and judge each request inside. Listed: what it lets through is decided by the entry's methods and paths, compared as entries.",
+    },
+    KindInfo {
+        kind: Kind::Credentials,
+        id: "credentials",
+        short: "A [[credentials]] header added, removed or changed",
+        full: "A header the proxy sets on every request it forwards to the host, from a file the sandbox never sees. Listed for review: which host receives which secret.",
     },
 ];
 

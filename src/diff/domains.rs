@@ -34,6 +34,7 @@ fn on_port(e: &DomainEntry, port: u16) -> DomainEntry {
         pattern: e.pattern.clone(),
         port: Some(port),
         text: e.text.clone(),
+        rules: e.rules.clone(),
     }
 }
 
@@ -106,4 +107,9 @@ pub fn ports_text(ports: &[u16]) -> String {
 /// The entry is a destination on shared hosting.
 pub fn is_shared(e: &DomainEntry, extra: &DomainSet) -> bool {
     pattern_is_shared_hosting(&e.pattern, extra)
+}
+
+/// An entry as messages show it: the inline table of an entry with rules, else its text.
+pub fn shown(e: &DomainEntry) -> &str {
+    e.rules.as_ref().map_or(&e.text, |r| &r.label)
 }

@@ -6,7 +6,7 @@
 use ipnet::IpNet;
 
 use super::change::{Change, Effect, Kind};
-use super::domains::{is_shared, ports_text, uncovered, uncovered_deny, Side};
+use super::domains::{is_shared, ports_text, shown, uncovered, uncovered_deny, Side};
 use crate::policy::{DomainSet, RequestPolicy, RequestSpans};
 
 /// The allowed domains of both sides: entries NEW adds (widening) and entries OLD had
@@ -23,9 +23,9 @@ pub fn allowed(
     let mut out = Vec::new();
     for u in uncovered(new, old, added) {
         let what = if u.whole {
-            format!("added `{}` ({})", u.entry.text, ports_text(&u.ports))
+            format!("added `{}` ({})", shown(u.entry), ports_text(&u.ports))
         } else {
-            format!("`{}` now also on {}", u.entry.text, ports_text(&u.ports))
+            format!("`{}` now also on {}", shown(u.entry), ports_text(&u.ports))
         };
         let shared = is_shared(u.entry, extra);
         let mark = if shared { " (on shared hosting)" } else { "" };
@@ -38,9 +38,9 @@ pub fn allowed(
     }
     for u in uncovered(old, new, removed) {
         let what = if u.whole {
-            format!("removed `{}` ({})", u.entry.text, ports_text(&u.ports))
+            format!("removed `{}` ({})", shown(u.entry), ports_text(&u.ports))
         } else {
-            format!("`{}` no longer on {}", u.entry.text, ports_text(&u.ports))
+            format!("`{}` no longer on {}", shown(u.entry), ports_text(&u.ports))
         };
         let message = format!("{setting}: {what}");
         let change = Change::new(Effect::Narrowing, Kind::AllowRemoved, setting, message)
@@ -172,6 +172,11 @@ pub fn request(
             let domains = format!("{table}allowed_domains");
             let mut out = allowed(&domains, sides, ports, extra, &at.spans.allowed_domains);
             out.extend(request_cidrs(table, oc.as_deref(), nc.as_deref(), at));
+            let setting = format!("{table}max_upload_bytes");
+            let budgets = (budget_of(old.policy), budget_of(new.policy));
+            let above = "the level above's budget";
+            let c = budget(&setting, budgets, above).map(|c| c.at(at.spans.max_upload_bytes));
+            out.extend(c);
             out
         }
     }
@@ -213,4 +218,32 @@ fn request_cidrs(
             out
         }
     }
+}
+
+fn budget_of(p: &RequestPolicy) -> Option<u64> {
+    match p {
+        RequestPolicy::Allowlist {
+            max_upload_bytes, ..
+        } => *max_upload_bytes,
+        RequestPolicy::Disabled => None,
+    }
+}
+
+/// An upload budget: `None` is `unset` (no budget, or the level above's), never less
+/// than a number; a larger budget, or none, lets more out.
+pub fn budget(
+    setting: &str,
+    (old, new): (Option<u64>, Option<u64>),
+    unset: &str,
+) -> Option<Change> {
+    let show = |b: Option<u64>| b.map_or(unset.to_string(), |n| format!("{n} bytes"));
+    let effect = match (old, new) {
+        (o, n) if o == n => return None,
+        (Some(_), None) => Effect::Widening,
+        (None, Some(_)) => Effect::Narrowing,
+        (Some(o), Some(n)) if n > o => Effect::Widening,
+        _ => Effect::Narrowing,
+    };
+    let message = format!("{setting}: {} -> {}", show(old), show(new));
+    Some(Change::new(effect, Kind::Budget, setting, message))
 }

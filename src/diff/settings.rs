@@ -1,7 +1,5 @@
 //! The organization file compared setting by setting: each top-level setting is one
-//! function here, called in turn by [`org`]. A new setting is one more line in [`org`]
-//! (`[limits] upload_bytes`: a larger or removed budget widens; `[[credentials]]`: each
-//! host's header listed as neutral, with the entry's inspection).
+//! function here, called in turn by [`org`]; a new setting is one more line there.
 
 use super::change::{Change, Effect, Kind};
 use super::domains::{ports_text, Side};
@@ -43,6 +41,68 @@ pub fn org(old: &OrgPolicy, new: &OrgPolicy, spans: &OrgSpans, loc: &Locator) ->
     out.extend(default_policy(old, new, ports, spans, loc));
     out.extend(shared_hosting(old, new, spans, loc));
     out.extend(tunnels(old, new, loc));
+    let budgets = (old.upload_bytes(), new.upload_bytes());
+    let at = loc
+        .key(&["limits", "upload_bytes"])
+        .or(loc.key(&["limits"]));
+    out.extend(lists::budget("limits.upload_bytes", budgets, "no budget").map(|c| c.at(at)));
+    out.extend(inspection(old, new, spans));
+    out.extend(credentials(old, new, loc));
+    out
+}
+
+/// Entries whose inspection (TLS terminated, each request judged) turns on or off: listed,
+/// as what they let through is compared with their rules in `allowed_domains`.
+fn inspection(old: &OrgPolicy, new: &OrgPolicy, spans: &OrgSpans) -> Vec<Change> {
+    let setting = "allowed_domains";
+    let inspected = |org: &OrgPolicy, e: &crate::policy::DomainEntry| {
+        org.allowed()
+            .entries()
+            .iter()
+            .any(|o| o.pattern == e.pattern && o.port == e.port && o.inspected())
+    };
+    let mut out = Vec::new();
+    for (i, e) in new.allowed().entries().iter().enumerate() {
+        if e.inspected() && !inspected(old, e) {
+            let message = format!("{setting}: `{}` is inspected now", super::domains::shown(e));
+            let c = Change::new(Effect::Neutral, Kind::Inspection, setting, message);
+            out.push(c.entry(&e.text).at(spans.allowed_domains.get(i).copied()));
+        }
+    }
+    for e in old.allowed().entries() {
+        if e.inspected() && !inspected(new, e) {
+            let message = format!("{setting}: `{}` is no longer inspected", e.text);
+            out.push(
+                Change::new(Effect::Neutral, Kind::Inspection, setting, message).entry(&e.text),
+            );
+        }
+    }
+    out
+}
+
+/// `[[credentials]]`: which host gets which header, and from which file.
+fn credentials(old: &OrgPolicy, new: &OrgPolicy, loc: &Locator) -> Vec<Change> {
+    let setting = "credentials";
+    let at = loc.key(&["credentials"]);
+    let key = |c: &crate::policy::compile::CredentialRule| {
+        format!(
+            "{} header {} from {}",
+            c.host,
+            c.header,
+            c.value_file.display()
+        )
+    };
+    let (was, now): (Vec<String>, Vec<String>) = (
+        old.credentials().iter().map(key).collect(),
+        new.credentials().iter().map(key).collect(),
+    );
+    let mut out = Vec::new();
+    for (list, other, verb) in [(&now, &was, "added"), (&was, &now, "removed")] {
+        for k in list.iter().filter(|k| !other.contains(k)) {
+            let message = format!("{setting}: {verb}: {k}");
+            out.push(Change::new(Effect::Neutral, Kind::Credentials, setting, message).at(at));
+        }
+    }
     out
 }
 

@@ -58,6 +58,12 @@ fn each_kind_of_organization_change() {
         ("cidr_widened", "allowed_cidrs = [\"10.0.0.0/16\"]", "allowed_cidrs = [\"10.0.0.0/8\"]", &[(W, Kind::CidrAdded)]),
         ("cidr_split_inside_is_no_change", "allowed_cidrs = [\"10.0.0.0/16\"]", "allowed_cidrs = [\"10.0.0.0/16\", \"10.0.1.0/24\"]", &[]),
         ("name_changed", "name = \"a\"", "name = \"b\"", &[(O, Kind::Name)]),
+        ("limits_removed", "[limits]\nupload_bytes = 1000", "", &[(W, Kind::Budget)]),
+        ("budget_raised", "[limits]\nupload_bytes = 1000", "[limits]\nupload_bytes = 2000", &[(W, Kind::Budget)]),
+        ("rule_entry_gains_a_method", r#"allowed_domains = [{ host = "a.example.com", methods = ["GET"] }]"#, r#"allowed_domains = [{ host = "a.example.com", methods = ["GET", "POST"] }]"#, &[(W, Kind::AllowAdded)]),
+        ("rule_entry_loses_its_paths", r#"allowed_domains = [{ host = "a.example.com", paths = ["/api/*"] }]"#, r#"allowed_domains = ["a.example.com"]"#, &[(W, Kind::AllowAdded), (O, Kind::Inspection)]),
+        ("inspection_turned_on", r#"allowed_domains = ["a.example.com"]"#, r#"allowed_domains = [{ host = "a.example.com", inspect = true }]"#, &[(O, Kind::Inspection)]),
+        ("credentials_added", r#"allowed_domains = [{ host = "a.example.com", inspect = true }]"#, "allowed_domains = [{ host = \"a.example.com\", inspect = true }]\n[[credentials]]\nhost = \"a.example.com\"\nheader = \"Authorization\"\nvalue_file = \"/run/secrets/a\"", &[(O, Kind::Credentials)]),
         // Narrowing kinds.
         ("allow_entry_removed", r#"allowed_domains = ["a.example.com", "c.example.net"]"#, r#"allowed_domains = ["a.example.com"]"#, &[(N, Kind::AllowRemoved)]),
         ("wildcard_replaced_by_a_name", r#"allowed_domains = ["*.example.com"]"#, r#"allowed_domains = ["a.example.com"]"#, &[(N, Kind::AllowRemoved)]),
@@ -68,6 +74,8 @@ fn each_kind_of_organization_change() {
         ("tunnels_require_tls_on_everywhere", "", "[tunnels]\nrequire_tls = true", &[(N, Kind::Tunnels)]),
         ("allowed_port_removed", "allowed_domains = [\"a.example.com\"]", "allowed_domains = [\"a.example.com\"]\nallowed_ports = [443]", &[(N, Kind::PortsRemoved)]),
         ("cidr_removed", "allowed_cidrs = [\"10.0.0.0/16\", \"192.168.0.0/24\"]", "allowed_cidrs = [\"10.0.0.0/16\"]", &[(N, Kind::CidrRemoved)]),
+        ("limits_set", "", "[limits]\nupload_bytes = 1000", &[(N, Kind::Budget)]),
+        ("rule_entry_narrowed_to_read_only", r#"allowed_domains = ["a.example.com"]"#, r#"allowed_domains = [{ host = "a.example.com", access = "read-only" }]"#, &[(N, Kind::AllowRemoved), (O, Kind::Inspection)]),
         ("default_policy_closed", "allowed_domains = [\"a.example.com\"]\ndefault_network_policy = { type = \"allowlist\", allowed_domains = [\"a.example.com\"] }", "allowed_domains = [\"a.example.com\"]", &[(N, Kind::PolicyType)]),
     ];
     for (name, old, new, want) in cases {
@@ -95,6 +103,9 @@ fn each_kind_of_request_policy_change() {
         ("opened", r#"{"type": "disabled"}"#.into(), allow(r#""a.example.com""#), &[(W, Kind::PolicyType)]),
         ("closed", allow(r#""a.example.com""#), r#"{"type": "disabled"}"#.into(), &[(N, Kind::PolicyType)]),
         ("cidr_added", r#"{"type": "allowlist", "allowed_domains": ["a.example.com"], "allowed_cidrs": ["10.0.0.0/24"]}"#.into(), r#"{"type": "allowlist", "allowed_domains": ["a.example.com"], "allowed_cidrs": ["10.0.0.0/24", "10.0.9.0/24"]}"#.into(), &[(W, Kind::CidrAdded)]),
+        ("budget_dropped_is_the_level_above", r#"{"type": "allowlist", "allowed_domains": ["a.example.com"], "max_upload_bytes": 10}"#.into(), allow(r#""a.example.com""#), &[(W, Kind::Budget)]),
+        ("budget_lowered", r#"{"type": "allowlist", "allowed_domains": ["a.example.com"], "max_upload_bytes": 10}"#.into(), r#"{"type": "allowlist", "allowed_domains": ["a.example.com"], "max_upload_bytes": 5}"#.into(), &[(N, Kind::Budget)]),
+        ("methods_added", allow(r#"{"host": "a.example.com", "methods": ["GET"]}"#), allow(r#"{"host": "a.example.com", "methods": ["GET", "PUT"]}"#), &[(W, Kind::AllowAdded)]),
         ("cidrs_dropped_let_names_land_anywhere", r#"{"type": "allowlist", "allowed_domains": ["a.example.com"], "allowed_cidrs": ["10.0.0.0/24"]}"#.into(), allow(r#""a.example.com""#), &[(N, Kind::CidrRemoved), (W, Kind::CidrAdded)]),
     ];
     for (name, old, new, want) in cases {
