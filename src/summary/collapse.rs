@@ -3,9 +3,13 @@
 //! covered by the organization), and the entries no wildcard covers.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
 
 use super::{Suggested, Used, SIBLINGS};
 use crate::policy::cover::{entry_covered, set_covers};
+use crate::policy::rules::Rules;
 use crate::policy::shared_hosting::{classify, pattern_is_shared_hosting};
 use crate::policy::{DomainEntry, HostName, OrgPolicy};
 
@@ -106,12 +110,20 @@ pub(super) fn entries(org: &OrgPolicy, names: &BTreeMap<HostName, Used>) -> Vec<
     for (name, used) in names {
         let texts = port_entries(name.as_str(), &used.ports, ports);
         for e in parse_all(&texts).unwrap_or_default() {
-            let text = match wild.covering(&e, ports) {
-                Some(w) => w.text.to_string(),
-                None => e.text.to_string(),
+            let e = match set_covers(org.allowed(), &e, ports) {
+                true => e,
+                false => with_rules(org, name, e, &used.methods),
+            };
+            let (text, table) = match wild.covering(&e, ports) {
+                Some(w) => (w.text.to_string(), None),
+                None => match &e.rules {
+                    Some(r) => (r.label.to_string(), Some(table(&e, r))),
+                    None => (e.text.to_string(), None),
+                },
             };
             let s = out.entry(text.clone()).or_insert_with(|| Suggested {
                 entry: text,
+                table,
                 names: Vec::new(),
                 records: 0,
             });
@@ -122,4 +134,47 @@ pub(super) fn entries(org: &OrgPolicy, names: &BTreeMap<HostName, Used>) -> Vec<
         }
     }
     out.into_values().collect()
+}
+
+/// `e` with the rules of the organization entry that allows `name` only with rules: its
+/// paths, and its methods narrowed to those used (when the records name them). `e` as it
+/// is when no such entry covers it (the policy's final check then says so).
+fn with_rules(
+    org: &OrgPolicy,
+    name: &HostName,
+    e: DomainEntry,
+    used: &BTreeSet<String>,
+) -> DomainEntry {
+    let ports = org.allowed_ports();
+    for o in org.allowed().matching(name) {
+        let Some(r) = o.rules.as_deref().filter(|r| r.restricts()) else {
+            continue;
+        };
+        let methods = match used.iter().all(|m| r.allows_method(m)) && !used.is_empty() {
+            true => Some(used.iter().cloned().collect()),
+            false => r.methods.clone(),
+        };
+        let rules = Rules::new(&e.text, methods, r.paths.clone(), false, false);
+        let candidate = DomainEntry {
+            rules: Some(Arc::new(rules)),
+            ..e.clone()
+        };
+        if set_covers(org.allowed(), &candidate, ports) {
+            return candidate;
+        }
+    }
+    e
+}
+
+/// An entry with rules as a request policy's JSON writes it.
+fn table(e: &DomainEntry, r: &Rules) -> Value {
+    let mut t = json!({ "host": &*e.text });
+    if let Some(m) = &r.methods {
+        t["methods"] = json!(m);
+    }
+    if let Some(p) = &r.paths {
+        let p: Vec<String> = p.iter().map(ToString::to_string).collect();
+        t["paths"] = json!(p);
+    }
+    t
 }

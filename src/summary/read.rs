@@ -72,6 +72,13 @@ pub struct Attempt<'a> {
     pub host: Option<Cow<'a, str>>,
     #[serde(default)]
     pub port: Option<u16>,
+    /// The request's method: `CONNECT` for a tunnel, `DNS` for a query, else an
+    /// inspected or plain HTTP request's.
+    #[serde(default, borrow)]
+    pub method: Option<Cow<'a, str>>,
+    /// `http://...` for plain HTTP, `https://...` inside an intercepted tunnel.
+    #[serde(default, borrow)]
+    pub url: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub reason: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
@@ -99,13 +106,26 @@ pub fn attempt(line: &[u8]) -> Line<'_> {
     }
 }
 
+/// The method and the path (with its query) of a logged HTTP request: `None` for a
+/// tunnel, a DNS query, or a record without a URL.
+pub fn request_line<'r>(a: &'r Attempt) -> Option<(&'r str, &'r str)> {
+    let method = a
+        .method
+        .as_deref()
+        .filter(|m| !matches!(*m, "CONNECT" | "DNS"))?;
+    let url = a.url.as_deref()?;
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = rest.find('/').map_or("/", |i| &rest[i..]);
+    Some((method, path))
+}
+
 /// The events that record a decision about a destination.
 pub const ALLOWED: &str = "egress.allowed";
 pub const DENIED: &str = "egress.denied";
 pub const WOULD_DENY: &str = "egress.would_deny";
 
 /// Denial reasons a destination alone decides, so the record can be judged again.
-pub const DESTINATION_REASONS: [&str; 7] = [
+pub const DESTINATION_REASONS: [&str; 9] = [
     "not_in_org_allowlist",
     "not_in_request_policy",
     "network_disabled",
@@ -113,4 +133,7 @@ pub const DESTINATION_REASONS: [&str; 7] = [
     "port_not_allowed",
     "shared_hosting",
     "private_address",
+    // Only with the record's method and path.
+    "method_not_allowed",
+    "path_not_allowed",
 ];

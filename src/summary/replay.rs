@@ -18,7 +18,8 @@ use serde::Serialize;
 use super::read::{self, Line, LogError, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
 use crate::load;
 use crate::policy::{
-    check_address, decide, decide_any_port, Decision, Effective, Host, Target, VerdictKind,
+    check_address, decide, decide_any_port, decide_request, normalize_path, Decision, Effective,
+    Host, Http, Target, VerdictKind,
 };
 
 /// How many destinations each list of the text output shows (JSON lists them all).
@@ -50,6 +51,10 @@ pub struct Changed {
     /// `null` for a DNS query (judged for some port).
     pub port: Option<u16>,
     pub resolved_ip: Option<String>,
+    /// The method and path of an HTTP request (plain, or inside an intercepted tunnel),
+    /// which the entries' `methods` and `paths` judge.
+    pub method: Option<String>,
+    pub path: Option<String>,
     pub records: u64,
     /// The `request_id` of its first records (at most [`EXAMPLES`]), to find them in the log.
     pub examples: Vec<String>,
@@ -127,7 +132,8 @@ pub fn replay(org: &Path, policy: Option<&Path>, files: &[PathBuf]) -> Result<Re
     Ok(out)
 }
 
-/// A group's key, joined by [`SEP`]: event, reason, host, port, resolved address.
+/// A group's key, joined by [`SEP`]: event, reason, host, port, resolved address,
+/// method and path (of an HTTP request).
 const SEP: char = '\u{1f}';
 
 #[derive(Default)]
@@ -151,15 +157,18 @@ impl Groups {
         };
         let event = &*a.event;
         let reason = a.reason.as_deref().unwrap_or("");
+        let request = read::request_line(&a);
+        let (method, path) = request.unwrap_or_default();
+        let rules_reason = matches!(reason, "method_not_allowed" | "path_not_allowed");
         let redecidable = match event {
             ALLOWED | WOULD_DENY => true,
-            DENIED => DESTINATION_REASONS.contains(&reason),
+            DENIED => DESTINATION_REASONS.contains(&reason) && (request.is_some() || !rules_reason),
             _ => false,
         };
         let host = a
             .host
             .as_deref()
-            .filter(|h| redecidable && !h.contains(SEP));
+            .filter(|h| redecidable && !h.contains(SEP) && !path.contains(SEP));
         let Some(host) = host else {
             self.not_redecided += 1;
             return;
@@ -170,7 +179,7 @@ impl Groups {
         let ip = a.resolved_ip.as_deref().unwrap_or("");
         let _ = write!(
             self.key,
-            "{event}{SEP}{reason}{SEP}{host}{SEP}{port}{SEP}{ip}"
+            "{event}{SEP}{reason}{SEP}{host}{SEP}{port}{SEP}{ip}{SEP}{method}{SEP}{path}"
         );
         let group = match self.map.get_mut(self.key.as_str()) {
             Some(g) => g,
@@ -198,12 +207,20 @@ fn judge_group(eff: &Effective, key: &str, group: Group, out: &mut Replay) {
     let mut parts = key.split(SEP);
     let mut next = || parts.next().unwrap_or("");
     let (event, reason, host, port, ip) = (next(), next(), next(), next(), next());
+    let (method, path) = (next(), next());
     let port = port.parse::<u16>().ok();
     let resolved = ip.parse::<IpAddr>().ok();
-    let Some(now) = Host::parse(host)
-        .ok()
-        .and_then(|h| redecide(eff, &h, port, resolved))
-    else {
+    // A path that does not normalise was refused as invalid_request: not re-decided.
+    let http = match method {
+        "" => Some(None),
+        m => normalize_path(path).ok().map(|p| Some((m, p))),
+    };
+    let now = http.and_then(|http| {
+        let host = Host::parse(host).ok()?;
+        let http = http.as_ref().map(|(method, path)| Http { method, path });
+        redecide(eff, &host, port, resolved, http.as_ref())
+    });
+    let Some(now) = now else {
         out.not_redecided += records;
         return;
     };
@@ -227,6 +244,8 @@ fn judge_group(eff: &Effective, key: &str, group: Group, out: &mut Replay) {
         host: host.to_string(),
         port,
         resolved_ip: resolved.map(|ip| ip.to_string()),
+        method: (!method.is_empty()).then(|| method.to_string()),
+        path: (!method.is_empty()).then(|| path.to_string()),
         records,
         examples: group.examples,
         then: Then {
@@ -250,15 +269,19 @@ fn redecide(
     host: &Host,
     port: Option<u16>,
     ip: Option<IpAddr>,
+    http: Option<&Http>,
 ) -> Option<Decision> {
     let decision = match (host, port) {
-        (_, Some(port)) => decide(
-            eff,
-            &Target {
+        (_, Some(port)) => {
+            let target = Target {
                 host: host.clone(),
                 port,
-            },
-        ),
+            };
+            match http {
+                Some(http) => decide_request(eff, &target, http),
+                None => decide(eff, &target),
+            }
+        }
         (Host::Name(name), None) => decide_any_port(eff, name),
         (Host::Ip(_), None) => return None,
     };
@@ -315,10 +338,13 @@ pub fn text(r: &Replay) -> String {
 }
 
 fn line(c: &Changed) -> String {
-    let dest = match c.port {
+    let mut dest = match c.port {
         Some(p) => format!("{}:{p}", c.host),
         None => format!("{} (DNS)", c.host),
     };
+    if let (Some(m), Some(p)) = (&c.method, &c.path) {
+        dest = format!("{dest} {m} {p}");
+    }
     let then = match &c.then.reason {
         Some(r) => format!("{} {r}", c.then.event),
         None => c.then.event.clone(),

@@ -30,7 +30,11 @@ pub const SIBLINGS: usize = 3;
 /// One entry of the suggested policy, with what it stands for.
 #[derive(Debug, Serialize)]
 pub struct Suggested {
+    /// As written in text output (an entry with rules as its inline table).
     pub entry: String,
+    /// An entry with rules, as the policy's JSON writes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<Value>,
     /// The names seen that it covers.
     pub names: Vec<String>,
     pub records: u64,
@@ -71,7 +75,11 @@ impl Suggestion {
         if self.allowed_domains.is_empty() {
             return json!({"type": "disabled"});
         }
-        let domains: Vec<&str> = self.allowed_domains.iter().map(|s| &*s.entry).collect();
+        let domains: Vec<Value> = self
+            .allowed_domains
+            .iter()
+            .map(|s| s.table.clone().unwrap_or_else(|| json!(s.entry)))
+            .collect();
         let mut policy = json!({"type": "allowlist", "allowed_domains": domains});
         if !self.allowed_cidrs.is_empty() {
             let cidrs: Vec<&str> = self.allowed_cidrs.iter().map(|s| &*s.entry).collect();
@@ -115,6 +123,11 @@ pub fn suggest(org: &OrgPolicy, files: &[PathBuf]) -> Result<Suggestion, Summary
     for (host, ports) in seen.hosts {
         judge(org, &host, ports, &mut names, &mut ips, &mut out.left_out);
     }
+    for (host, methods) in seen.methods {
+        if let Some(used) = HostName::parse(&host).ok().and_then(|n| names.get_mut(&n)) {
+            used.methods.extend(methods);
+        }
+    }
     out.left_out
         .sort_by(|a, b| b.records.cmp(&a.records).then(a.host.cmp(&b.host)));
     out.allowed_domains = collapse::entries(org, &names);
@@ -127,6 +140,7 @@ pub fn suggest(org: &OrgPolicy, files: &[PathBuf]) -> Result<Suggestion, Summary
         .into_iter()
         .map(|(ip, records)| Suggested {
             entry: ipnet::IpNet::from(ip).to_string(),
+            table: None,
             names: vec![ip.to_string()],
             records,
         })
@@ -151,6 +165,8 @@ pub fn suggest(org: &OrgPolicy, files: &[PathBuf]) -> Result<Suggestion, Summary
 pub(crate) struct Used {
     pub ports: BTreeSet<u16>,
     pub records: u64,
+    /// The HTTP methods of its inspected or plain requests (not `CONNECT`).
+    pub methods: BTreeSet<String>,
 }
 
 #[derive(Default)]
@@ -159,6 +175,8 @@ struct Seen {
     hosts: HashMap<String, BTreeMap<u16, u64>>,
     /// The same, of what was refused (`egress.denied`).
     refused: HashMap<String, BTreeMap<u16, u64>>,
+    /// Host as logged -> the methods of its requests that were used.
+    methods: HashMap<String, BTreeSet<String>>,
     records: u64,
     malformed: u64,
     warnings: Vec<String>,
@@ -180,6 +198,16 @@ impl Seen {
         let map = match &*a.event {
             ALLOWED | WOULD_DENY => {
                 self.records += 1;
+                let method = a
+                    .method
+                    .as_deref()
+                    .filter(|m| !matches!(*m, "CONNECT" | "DNS"));
+                if let Some(m) = method {
+                    let set = self.methods.entry(host.to_string()).or_default();
+                    if !set.contains(m) {
+                        set.insert(m.to_string());
+                    }
+                }
                 &mut self.hosts
             }
             DENIED if DESTINATION_REASONS.contains(&a.reason.as_deref().unwrap_or("")) => {

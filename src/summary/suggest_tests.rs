@@ -134,3 +134,27 @@ fn literal_ips_inside_the_org_cidrs_become_host_routes() {
     assert_eq!(s.policy()["allowed_cidrs"], json!(["10.1.2.3/32"]));
     assert_eq!(s.left_out[0].host, "8.8.8.8");
 }
+
+#[test]
+fn under_an_entry_with_rules_the_suggestion_has_rules_narrowed_to_the_methods_used() {
+    let org = r#"
+version = 1
+allowed_domains = [{ host = "api.example.com", methods = ["GET", "POST"], paths = ["/v1/*"] }]
+"#;
+    let org = OrgPolicy::from_toml(org, "org.toml").unwrap();
+    let dir = std::env::temp_dir().join(format!("egress-suggest-rules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("audit.jsonl");
+    let line = |method: &str| {
+        format!("{{\"ts\":\"2026-11-29T10:00:00Z\",\"event\":\"egress.allowed\",\"method\":\"{method}\",\"host\":\"api.example.com\",\"port\":443,\"url\":\"https://api.example.com/v1/x\"}}\n")
+    };
+    std::fs::write(&path, line("CONNECT") + &line("GET") + &line("GET")).unwrap();
+    let s = suggest(&org, &[path]).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        s.policy()["allowed_domains"],
+        json!([{"host": "api.example.com:443", "methods": ["GET"], "paths": ["/v1/*"]}])
+    );
+    let policy = RequestPolicy::from_value(&s.policy(), "suggested").unwrap();
+    check_narrowing(&org, &[], &policy).unwrap();
+}

@@ -346,3 +346,55 @@ async fn a_suggestion_from_a_real_log_serves_the_same_traffic() {
     assert_eq!(replay.json()["would_break"], 0);
     assert_eq!(replay.json()["records"], 5, "{}", replay.stdout);
 }
+
+/// Records that carry a method and a URL (plain HTTP, or inside an intercepted tunnel)
+/// are judged with the entries' methods and paths.
+#[test]
+fn replay_judges_a_logged_request_by_its_method_and_path() {
+    let dir = unique_temp_dir("replay-rules");
+    let (org, log) = (dir.join("org.toml"), dir.join("audit.jsonl"));
+    std::fs::write(
+        &org,
+        "version = 1\nallowed_domains = [{ host = \"api.example.com\", methods = [\"GET\", \"DELETE\"], paths = [\"/v1/*\"] }]\ndefault_network_policy = { type = \"allowlist\", allowed_domains = [{ host = \"api.example.com\", methods = [\"GET\", \"DELETE\"], paths = [\"/v1/*\"] }] }\n",
+    )
+    .unwrap();
+    let rec = |event: &str, method: &str, path: &str, reason: &str| {
+        format!("{{\"ts\":\"2026-11-29T10:00:00Z\",\"event\":\"{event}\",\"method\":\"{method}\",\"host\":\"api.example.com\",\"port\":443,\"url\":\"https://api.example.com{path}\",\"reason\":{reason}}}\n")
+    };
+    let text = rec("egress.allowed", "GET", "/v1/a?q=1", "null")
+        + &rec("egress.allowed", "POST", "/v1/a", "null")
+        + &rec("egress.allowed", "GET", "/v2/a", "null")
+        + &rec("egress.denied", "DELETE", "/v1/a", "\"method_not_allowed\"");
+    std::fs::write(&log, text).unwrap();
+    let out = egress(&[
+        "audit",
+        "replay",
+        "--format",
+        "json",
+        "--org",
+        org.to_str().unwrap(),
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let r = out.json();
+    assert_eq!(
+        (
+            r["would_break"].as_u64(),
+            r["would_open"].as_u64(),
+            r["unchanged"].as_u64()
+        ),
+        (Some(2), Some(1), Some(1)),
+        "{r:#}"
+    );
+    let reasons: Vec<&str> = r["breaks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["now"]["reason"].as_str().unwrap())
+        .collect();
+    assert!(
+        reasons.contains(&"method_not_allowed") && reasons.contains(&"path_not_allowed"),
+        "{r:#}"
+    );
+    assert_eq!(r["opens"][0]["method"], "DELETE");
+}
