@@ -225,3 +225,6 @@ fn request_files(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod law_tests;
