@@ -294,9 +294,13 @@ async fn a_session_policy_with_rules_judges_its_requests() {
         .allow_entry(READ_ONLY.replace("x.test", "ro.test").as_str())
         .ports(&[80, 443, origin.port()])
         .loopback();
+    // `ro.test` has rules: a proxy with them needs a CA to start.
+    let ca = crate::support::tls::ca_init(&crate::support::unique_temp_dir("rules-ca"));
     let proxy = ProxyBuilder::new(org.to_toml())
         .admin("rules-token")
         .pin("x.test")
+        .arg("--ca")
+        .arg(ca.to_str().unwrap())
         .start()
         .await;
     let session = proxy
