@@ -35,6 +35,17 @@ pub struct AdminConfig {
     pub token_file: Option<PathBuf>,
 }
 
+/// Where sessions live (`--session-store`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionStoreConfig {
+    Memory,
+    /// A `redis://` URL, checked to parse.
+    Redis(String),
+}
+
+/// The longest `--session-store-timeout` (SPEC: a store outage is answered within 10 s).
+const MAX_STORE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Everything `serve` runs with, validated.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -57,6 +68,8 @@ pub struct ServeConfig {
     pub require_session: bool,
     /// `--transparent-listen`: where connections redirected by nftables arrive.
     pub transparent_listen: Option<SocketAddr>,
+    pub session_store: SessionStoreConfig,
+    pub session_store_timeout: Duration,
 }
 
 /// A positive, finite number of seconds.
@@ -93,7 +106,16 @@ impl ServeConfig {
             shutdown_grace: seconds("--shutdown-grace", args.shutdown_grace)?,
         };
         let admin = admin(&args)?;
+        let session_store_timeout = seconds("--session-store-timeout", args.session_store_timeout)?;
+        if session_store_timeout > MAX_STORE_TIMEOUT {
+            return Err(flag(
+                "--session-store-timeout",
+                "must be at most 10 seconds",
+            ));
+        }
         Ok(ServeConfig {
+            session_store: session_store(&args.session_store)?,
+            session_store_timeout,
             pins: load::pins(&args.resolve)?,
             dns_timeout: seconds("--dns-timeout", args.dns_timeout)?,
             max_tunnels_per_client: at_least(
@@ -119,6 +141,23 @@ impl ServeConfig {
             transparent_listen: args.transparent_listen,
         })
     }
+}
+
+/// `memory`, or a `redis://HOST:PORT[/DB]` URL the Redis client accepts.
+fn session_store(url: &str) -> Result<SessionStoreConfig, ConfigError> {
+    if url == "memory" {
+        return Ok(SessionStoreConfig::Memory);
+    }
+    if !url.starts_with("redis://") {
+        return Err(flag(
+            "--session-store",
+            // The URL is not echoed: it may hold a password.
+            "must be `memory` or redis://HOST:PORT[/DB]",
+        ));
+    }
+    redis::Client::open(url)
+        .map(|_| SessionStoreConfig::Redis(url.to_string()))
+        .map_err(|e| flag("--session-store", format!("is not a Redis URL: {e}")))
 }
 
 /// The admin flags together: a non-loopback listener needs a token file, and sessions

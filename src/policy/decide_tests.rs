@@ -339,6 +339,7 @@ fn reasons_spell_and_map_to_status() {
         (Reason::NetworkDisabled, 403, true), (Reason::PortNotAllowed, 403, true),
         (Reason::SharedHosting, 403, true), (Reason::AuthRequired, 407, false),
         (Reason::LimitExceeded, 429, false), (Reason::AuditUnavailable, 503, false),
+        (Reason::SessionStoreUnavailable, 503, false),
     ];
     for (r, code, relaxed) in status {
         assert_eq!(

@@ -73,10 +73,12 @@ pub enum Reason {
     LimitExceeded,
     /// The audit log cannot be written: nothing is let through unrecorded.
     AuditUnavailable,
+    /// The session store cannot be reached: credentials cannot be checked.
+    SessionStoreUnavailable,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 17] = [
         Reason::NotInOrgAllowlist,
         Reason::NotInRequestPolicy,
         Reason::NetworkDisabled,
@@ -93,6 +95,7 @@ impl Reason {
         Reason::AuthRequired,
         Reason::LimitExceeded,
         Reason::AuditUnavailable,
+        Reason::SessionStoreUnavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -113,6 +116,7 @@ impl Reason {
             Reason::AuthRequired => "auth_required",
             Reason::LimitExceeded => "limit_exceeded",
             Reason::AuditUnavailable => "audit_unavailable",
+            Reason::SessionStoreUnavailable => "session_store_unavailable",
         }
     }
 
@@ -122,7 +126,7 @@ impl Reason {
             Reason::InvalidRequest | Reason::InvalidHost | Reason::InvalidPolicy => 400,
             Reason::AuthRequired => 407,
             Reason::LimitExceeded => 429,
-            Reason::AuditUnavailable => 503,
+            Reason::AuditUnavailable | Reason::SessionStoreUnavailable => 503,
             _ => 403,
         }
     }
