@@ -18,6 +18,8 @@ mod connect;
 mod denials;
 mod dns;
 mod dns_listener;
+mod fleet;
+mod fleet_outage;
 mod forward;
 mod lifecycle;
 mod limits;
