@@ -141,6 +141,11 @@ pub struct ServeArgs {
     #[arg(long)]
     pub require_session: bool,
 
+    /// Reload when the --org or --policy file changes (looked at every second, a
+    /// Kubernetes ConfigMap's symlink swap included), in addition to SIGHUP.
+    #[arg(long)]
+    pub watch_policy: bool,
+
     /// Where sessions live: `memory` (this process) or `redis://HOST:PORT[/DB]`, shared
     /// by every replica using the same Redis (docs/scale-out.md).
     #[arg(long, value_name = "URL", default_value = "memory")]

@@ -70,6 +70,8 @@ pub struct ServeConfig {
     pub transparent_listen: Option<SocketAddr>,
     pub session_store: SessionStoreConfig,
     pub session_store_timeout: Duration,
+    /// `--watch-policy`: reload when a policy file changes.
+    pub watch_policy: bool,
 }
 
 /// A positive, finite number of seconds.
@@ -115,6 +117,7 @@ impl ServeConfig {
         }
         Ok(ServeConfig {
             session_store: session_store(&args.session_store)?,
+            watch_policy: args.watch_policy,
             session_store_timeout,
             pins: load::pins(&args.resolve)?,
             dns_timeout: seconds("--dns-timeout", args.dns_timeout)?,

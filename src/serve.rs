@@ -259,6 +259,12 @@ pub async fn serve_with(
     if !options.keep_sighup {
         tokio::spawn(reload_on_sighup(reloader.clone(), signal("SIGHUP")?));
     }
+    if args.watch_policy {
+        let files = std::iter::once(args.org.clone())
+            .chain(args.policy.clone())
+            .collect();
+        tokio::spawn(admin::watch::watch(files, reloader.clone()));
+    }
     tokio::spawn(reopen_on_sigusr1(state.audit.clone(), signal("SIGUSR1")?));
     tokio::spawn(expire_sessions(state.clone()));
     if let Some((admin_listener, admin_addr)) = admin_listener {

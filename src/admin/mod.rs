@@ -5,11 +5,13 @@
 //!
 //! - [`sessions`]: `POST/GET /v1/sessions`, `GET/DELETE /v1/sessions/{id}`.
 //! - [`reload`]: reloading the policies (SIGHUP and `POST /v1/reload`).
+//! - [`watch`]: reloading when the policy files change (`--watch-policy`).
 //!
 //! `GET /metrics` serves [`crate::metrics`] as Prometheus text.
 
 pub mod reload;
 pub mod sessions;
+pub mod watch;
 
 use std::convert::Infallible;
 use std::sync::Arc;

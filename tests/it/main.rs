@@ -35,3 +35,4 @@ mod support_selftest;
 mod timeouts;
 mod transparent;
 mod upstream_pool;
+mod watch;

@@ -44,6 +44,8 @@ pub struct ProxyBuilder {
     audit_at: Option<PathBuf>,
     /// A command that execs the proxy (same pid), e.g. `prlimit --nofile=S:H`.
     run_under: Vec<String>,
+    /// `--org PATH` of a file the test laid out (a ConfigMap's symlinks), not written here.
+    org_at: Option<PathBuf>,
 }
 
 impl ProxyBuilder {
@@ -69,7 +71,14 @@ impl ProxyBuilder {
             admin: None,
             audit_at: None,
             run_under: Vec::new(),
+            org_at: None,
         }
+    }
+
+    /// `--org PATH`: the file the test made, instead of one written from the org text.
+    pub fn org_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.org_at = Some(path.into());
+        self
     }
 
     /// Start the proxy through `command`, which must exec it in place (`prlimit ...`).
@@ -143,8 +152,14 @@ impl ProxyBuilder {
             "test bug: a proxy needs --resolve pins or --dns-server, never the system resolver"
         );
         let dir = unique_temp_dir("proxy");
-        let org_path = dir.join("org.toml");
-        std::fs::write(&org_path, &self.org).expect("write org file");
+        let org_path = match &self.org_at {
+            Some(path) => path.clone(),
+            None => {
+                let path = dir.join("org.toml");
+                std::fs::write(&path, &self.org).expect("write org file");
+                path
+            }
+        };
         let audit_path = self
             .audit_at
             .clone()
