@@ -67,6 +67,9 @@ pub struct Session {
     verified_at: AtomicU64,
     /// The last traffic a shared store has been told of ([`now_ms`]).
     pushed_at: AtomicU64,
+    /// Held while a shared store is asked whether the session still exists, so the
+    /// requests that find the copy stale at once ask once, not each.
+    verifying: tokio::sync::Mutex<()>,
     /// The policies snapshot this session was last found covered by (see
     /// [`Session::covered_under`]). A `Weak` keeps the allocation, so the address cannot
     /// be reused by a later snapshot while it is held.
@@ -100,6 +103,7 @@ impl Session {
             ended: watch::Sender::new(false),
             verified_at: AtomicU64::new(now),
             pushed_at: AtomicU64::new(now),
+            verifying: tokio::sync::Mutex::new(()),
             covered: Mutex::new(None),
         }
     }
@@ -110,7 +114,6 @@ impl Session {
         let _ = rx.wait_for(|ended| *ended).await;
     }
 
-    #[cfg(test)]
     pub fn is_ended(&self) -> bool {
         *self.ended.borrow()
     }

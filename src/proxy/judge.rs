@@ -53,10 +53,10 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     let policies = state.policies();
     let session = credentials(req, state, &target).await?;
     let tag = |r: Refusal| r.in_session(&session);
+    let header = request::header_policy(req.headers(), &target).map_err(tag)?;
     if let Some(s) = &session {
         covered(s, &policies, &target).map_err(tag)?;
     }
-    let header = request::header_policy(req.headers(), &target).map_err(tag)?;
     let mut levels = base_levels(&policies, session.as_deref(), &target).map_err(tag)?;
     if let Some(narrower) = &header {
         if let Err(widening) = check_narrowing(&policies.org, &levels, narrower) {

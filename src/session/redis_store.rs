@@ -45,6 +45,19 @@ pub fn refresh_interval(idle: Duration) -> Duration {
     (idle / 4).min(MAX_REFRESH)
 }
 
+/// Whether a held copy may be used without asking Redis: verified less than
+/// [`VERIFY_EVERY`] ago, and not idle past its timeout here (then Redis may have
+/// expired it).
+fn trusted(s: &Session) -> bool {
+    let now = now_ms();
+    let fresh =
+        now.saturating_sub(s.verified_at.load(Ordering::Acquire)) < VERIFY_EVERY.as_millis() as u64;
+    let idle = s.open_tunnels() == 0
+        && now.saturating_sub(s.last_activity.load(Ordering::Relaxed))
+            >= s.idle_timeout.as_millis() as u64;
+    fresh && !idle
+}
+
 /// Sessions in Redis, with this replica's verified copies.
 pub struct RedisStore {
     pub(super) conn: ConnectionManager,
@@ -176,14 +189,20 @@ impl RedisStore {
         if !s.token_matches(token) {
             return Err(AuthError::Unknown);
         }
-        let now = now_ms();
-        let fresh = now.saturating_sub(s.verified_at.load(Ordering::Acquire))
-            < VERIFY_EVERY.as_millis() as u64;
-        let idle = s.open_tunnels() == 0
-            && now.saturating_sub(s.last_activity.load(Ordering::Relaxed))
-                >= s.idle_timeout.as_millis() as u64;
-        if fresh && !idle {
+        if trusted(&s) {
             return Ok(s);
+        }
+        // One question to Redis for all the requests that found the copy stale; those
+        // that waited find it fresh, or the store unavailable, or the session ended.
+        let _one = s.verifying.lock().await;
+        if !self.available() {
+            return Err(AuthError::StoreUnavailable);
+        }
+        if s.is_ended() {
+            return Err(AuthError::Unknown);
+        }
+        if trusted(&s) {
+            return Ok(s.clone());
         }
         let exists: bool = self
             .cmd(redis::cmd("EXISTS").arg(key(&s.id)))
@@ -194,7 +213,7 @@ impl RedisStore {
             return Err(AuthError::Unknown);
         }
         s.verified_at.store(now_ms(), Ordering::Release);
-        Ok(s)
+        Ok(s.clone())
     }
 
     /// A session not held here: read from Redis, and held if the token is right.
