@@ -31,8 +31,10 @@
 //! - `net`: resolving (pins, a chosen DNS server) and dialing checked addresses only.
 //! - `audit`: the audit record and its writer.
 //! - `admin`: the control plane on its own listener: the session calls, reload
-//!   (`POST /v1/reload`, also SIGHUP), `/metrics`, `/healthz`; bearer-token auth.
-//! - `session`: the session store: credentials (`Proxy-Authorization: Basic`), idle
+//!   (`POST /v1/reload`, also SIGHUP and `--watch-policy`), `/metrics`, `/healthz`;
+//!   bearer-token auth.
+//! - `session`: sessions and the store interface they live behind (memory, the default,
+//!   or Redis shared by replicas): credentials (`Proxy-Authorization: Basic`), idle
 //!   expiry, and the signal that closes a session's tunnels when it ends.
 //! - `metrics`: the Prometheus metrics, counted on the request path without locks.
 //! - [`serve`]: `serve` start-up: loading policies, binding (proxy and admin listeners),
