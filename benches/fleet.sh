@@ -11,9 +11,11 @@
 # `--session-store memory`, one with `--session-store redis://`. A session is created
 # on each; wrk drives each proxy with absolute-form requests carrying the session's
 # `Proxy-Authorization` (from a Lua script: wrk has no proxy option), the two
-# interleaved ROUNDS times. It prints the median requests/s of each, the median of the
-# per-round ratios redis/memory (target: at least 0.9), and the Redis commands per
-# request over the Redis rounds, from `INFO commandstats` (reset before them, the
+# interleaved ROUNDS times, each first in every other round. It prints the median
+# requests/s of each, the median of the per-round ratios redis/memory (target: at least
+# 0.9), the proxies' CPU time (user + system) per request, which moves less than
+# throughput on a shared machine, and the Redis commands per request over the Redis
+# rounds, from `INFO commandstats` (reset before them, the
 # harness's own INFO and CONFIG calls left out; target: well under one). The name is
 # pinned with --resolve; every process it starts is recorded by PID and killed on exit;
 # every load run is bounded.
@@ -50,6 +52,10 @@ done
 
 source "$ROOT/benches/common.sh"
 bench_tmp fleet
+# CPU time (user + system) a process has used, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TICK=$(getconf CLK_TCK)
+declare -A PID
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 # --- the origin and Redis -----------------------------------------------------------------
@@ -98,6 +104,7 @@ for store in memory redis; do
         --resolve "$NAME=127.0.0.1" --dns-server 127.0.0.1:9 \
         --audit-log "$TMP/audit-$store.jsonl" 2>>"$TMP/proxy-$store.log" &
     PIDS+=($!)
+    PID[$store]=$!
     wait_port "${PORT[$store]}"
     wait_port "${ADMIN[$store]}"
     body='{"network_policy": {"type": "allowlist", "allowed_domains": ["'$NAME:$HTTP_PORT'"]}}'
@@ -115,33 +122,46 @@ EOF
 done
 
 # --- the runs -------------------------------------------------------------------------------
-# wrk's requests/s, its request count, and its non-2xx count ("Non-2xx" line, 0 if none).
+# wrk's requests/s, its request count, its non-2xx count ("Non-2xx" line, 0 if none),
+# and the proxy's CPU microseconds per request.
 run_wrk() { # store
+    local before after rps total bad
+    before=$(cpu_ticks "${PID[$1]}")
     wrk -t "$THREADS" -c "$CONNS" -d "${DURATION}s" -s "$TMP/$1.lua" \
         "http://127.0.0.1:${PORT[$1]}" >"$TMP/wrk.out"
-    local rps total bad
+    after=$(cpu_ticks "${PID[$1]}")
     rps=$(awk '/^Requests\/sec/ {print $2}' "$TMP/wrk.out")
     total=$(awk '/requests in/ {print $1}' "$TMP/wrk.out")
     bad=$(awk '/Non-2xx/ {print $NF}' "$TMP/wrk.out")
-    echo "$rps ${total:-0} ${bad:-0}"
+    echo "$rps ${total:-0} ${bad:-0} $(python3 -c "print(($after - $before) * 1e6 / $TICK / max(${total:-0}, 1))")"
 }
 redis-cli -p "$REDIS_PORT" CONFIG RESETSTAT >/dev/null
 : >"$TMP/memory.rps"
 : >"$TMP/redis.rps"
 : >"$TMP/ratio"
+: >"$TMP/memory.cpu"
+: >"$TMP/redis.cpu"
 redis_requests=0
 for round in $(seq "$ROUNDS"); do
-    read -r mem_rps _ mem_bad <<<"$(run_wrk memory)"
-    read -r red_rps red_total red_bad <<<"$(run_wrk redis)"
+    # Alternate which goes first, so neither always runs in the other's wake.
+    if [ $((round % 2)) = 1 ]; then
+        read -r mem_rps _ mem_bad mem_cpu <<<"$(run_wrk memory)"
+        read -r red_rps red_total red_bad red_cpu <<<"$(run_wrk redis)"
+    else
+        read -r red_rps red_total red_bad red_cpu <<<"$(run_wrk redis)"
+        read -r mem_rps _ mem_bad mem_cpu <<<"$(run_wrk memory)"
+    fi
     if [ "$mem_bad" != 0 ] || [ "$red_bad" != 0 ]; then
         echo "fleet.sh: round $round had refused requests (memory $mem_bad, redis $red_bad)" >&2
         exit 2
     fi
     echo "$mem_rps" >>"$TMP/memory.rps"
     echo "$red_rps" >>"$TMP/redis.rps"
+    echo "$mem_cpu" >>"$TMP/memory.cpu"
+    echo "$red_cpu" >>"$TMP/redis.cpu"
     python3 -c "print($red_rps / $mem_rps)" >>"$TMP/ratio"
     redis_requests=$((redis_requests + red_total))
-    echo "round $round: memory $mem_rps req/s, redis $red_rps req/s" >&2
+    echo "round $round: memory $mem_rps req/s ${mem_cpu} us CPU/req, redis $red_rps req/s ${red_cpu} us CPU/req" >&2
 done
 commands=$(redis-cli -p "$REDIS_PORT" INFO commandstats | tr -d '\r' |
     awk -F'[:,=]' '/^cmdstat_/ && $1 !~ /cmdstat_(info|config)/ {n += $3} END {print n + 0}')
@@ -149,10 +169,10 @@ per_command=$(redis-cli -p "$REDIS_PORT" INFO commandstats | tr -d '\r' |
     awk -F'[:,=]' '/^cmdstat_/ && $1 !~ /cmdstat_(info|config)/ {printf "%s=%s ", substr($1, 9), $3}')
 
 echo
-echo "| store | keep-alive req/s (median of $ROUNDS) |"
-echo "|---|---|"
-echo "| memory | $(median <"$TMP/memory.rps") |"
-echo "| redis | $(median <"$TMP/redis.rps") |"
+echo "| store | keep-alive req/s (median of $ROUNDS) | proxy CPU per request (us, median) |"
+echo "|---|---|---|"
+echo "| memory | $(median <"$TMP/memory.rps") | $(median <"$TMP/memory.cpu" | xargs printf '%.2f') |"
+echo "| redis | $(median <"$TMP/redis.rps") | $(median <"$TMP/redis.cpu" | xargs printf '%.2f') |"
 echo
 echo "redis / memory, median of the per-round ratios: $(median <"$TMP/ratio" | xargs printf '%.3f')"
 echo "Redis commands over the redis rounds: $commands for $redis_requests requests" \
