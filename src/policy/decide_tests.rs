@@ -324,6 +324,7 @@ fn reasons_spell_and_map_to_status() {
             "auth_required",
             "limit_exceeded",
             "audit_unavailable",
+            "session_store_unavailable",
         ]
     );
     for r in Reason::ALL {
