@@ -13,6 +13,7 @@
 //! docs/scale-out.md). The request path sees only the interface.
 
 pub mod memory;
+mod redis_admin;
 mod redis_record;
 pub mod redis_store;
 mod redis_sync;
