@@ -73,12 +73,18 @@ pub enum Reason {
     LimitExceeded,
     /// The audit log cannot be written: nothing is let through unrecorded.
     AuditUnavailable,
+    /// The entries matching host and port allow other methods (SPEC 12).
+    MethodNotAllowed,
+    /// The entries allowing the method allow other paths (SPEC 12).
+    PathNotAllowed,
+    /// The upload budget (`[limits] upload_bytes`, `max_upload_bytes`) is spent.
+    UploadBudgetExceeded,
     /// The session store cannot be reached: credentials cannot be checked.
     SessionStoreUnavailable,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 17] = [
+    pub const ALL: [Reason; 20] = [
         Reason::NotInOrgAllowlist,
         Reason::NotInRequestPolicy,
         Reason::NetworkDisabled,
@@ -95,6 +101,9 @@ impl Reason {
         Reason::AuthRequired,
         Reason::LimitExceeded,
         Reason::AuditUnavailable,
+        Reason::MethodNotAllowed,
+        Reason::PathNotAllowed,
+        Reason::UploadBudgetExceeded,
         Reason::SessionStoreUnavailable,
     ];
 
@@ -116,6 +125,9 @@ impl Reason {
             Reason::AuthRequired => "auth_required",
             Reason::LimitExceeded => "limit_exceeded",
             Reason::AuditUnavailable => "audit_unavailable",
+            Reason::MethodNotAllowed => "method_not_allowed",
+            Reason::PathNotAllowed => "path_not_allowed",
+            Reason::UploadBudgetExceeded => "upload_budget_exceeded",
             Reason::SessionStoreUnavailable => "session_store_unavailable",
         }
     }
@@ -141,6 +153,8 @@ impl Reason {
                 | Reason::NetworkDisabled
                 | Reason::PortNotAllowed
                 | Reason::SharedHosting
+                | Reason::MethodNotAllowed
+                | Reason::PathNotAllowed
         )
     }
 }

@@ -6,6 +6,7 @@
 
 mod confine;
 mod exits;
+mod inspect;
 mod lifecycle;
 mod rules;
 mod transparent;

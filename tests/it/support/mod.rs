@@ -22,6 +22,7 @@ pub mod org;
 pub mod origin;
 pub mod proxy;
 pub mod redis;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -44,6 +44,8 @@ pub struct ProxyBuilder {
     audit_at: Option<PathBuf>,
     /// A command that execs the proxy (same pid), e.g. `prlimit --nofile=S:H`.
     run_under: Vec<String>,
+    /// `EGRESS_PROXY_LOG` for this proxy (its own log's filter), e.g. `debug`.
+    log: Option<String>,
     /// `--org PATH` of a file the test laid out (a ConfigMap's symlinks), not written here.
     org_at: Option<PathBuf>,
 }
@@ -71,8 +73,15 @@ impl ProxyBuilder {
             admin: None,
             audit_at: None,
             run_under: Vec::new(),
+            log: None,
             org_at: None,
         }
+    }
+
+    /// The proxy's own log at `filter` (`EGRESS_PROXY_LOG`), e.g. `debug`.
+    pub fn log(mut self, filter: &str) -> Self {
+        self.log = Some(filter.to_string());
+        self
     }
 
     /// `--org PATH`: the file the test made, instead of one written from the org text.
@@ -208,6 +217,9 @@ impl ProxyBuilder {
         }
         cmd.args(&self.args);
         configure_env(&mut cmd);
+        if let Some(filter) = &self.log {
+            cmd.env("EGRESS_PROXY_LOG", filter);
+        }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
