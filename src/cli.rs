@@ -147,6 +147,21 @@ pub struct ServeArgs {
     #[arg(long)]
     pub require_session: bool,
 
+    /// Reload when the --org or --policy file changes (looked at every second, a
+    /// Kubernetes ConfigMap's symlink swap included), in addition to SIGHUP.
+    #[arg(long)]
+    pub watch_policy: bool,
+
+    /// Where sessions live: `memory` (this process) or `redis://HOST:PORT[/DB]`, shared
+    /// by every replica using the same Redis (docs/scale-out.md).
+    #[arg(long, value_name = "URL", default_value = "memory")]
+    pub session_store: String,
+
+    /// The longest any call to the session store may take (connect or answer), in
+    /// seconds, at most 10; past it, the store counts as unavailable.
+    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    pub session_store_timeout: f64,
+
     /// Also accept connections redirected here by nftables (a jail's, or a sidecar
     /// pod's: see `egress-proxy rules`), IP:PORT, judged by their original destination.
     #[arg(long, value_name = "ADDR")]

@@ -33,10 +33,12 @@
 //! - `net`: resolving (pins, a chosen DNS server) and dialing checked addresses only.
 //! - `audit`: the audit record and its writer.
 //! - `admin`: the control plane on its own listener: the session calls, reload
-//!   (`POST /v1/reload`, also SIGHUP), `/metrics`, `/healthz`; bearer-token auth.
+//!   (`POST /v1/reload`, also SIGHUP and `--watch-policy`), `/metrics`, `/healthz`;
+//!   bearer-token auth.
 //! - `secrets`: the values of `[[credentials]]`, read at load, set on requests to their
 //!   host, never shown.
-//! - `session`: the session store: credentials (`Proxy-Authorization: Basic`), idle
+//! - `session`: sessions and the store interface they live behind (memory, the default,
+//!   or Redis shared by replicas): credentials (`Proxy-Authorization: Basic`), idle
 //!   expiry, and the signal that closes a session's tunnels when it ends.
 //! - `metrics`: the Prometheus metrics, counted on the request path without locks.
 //! - [`serve`]: `serve` start-up: loading policies, binding (proxy and admin listeners),
