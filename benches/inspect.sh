@@ -19,7 +19,8 @@
 # (or mitmdump) around each run for CPU per request. Last, the time to a tunnel's first
 # answer for NAMES names new to the proxy (each one a leaf to mint) against a name
 # already minted, through an entry `*.x.test`, one fresh tunnel each (median, p90), and
-# the proxy's CPU time for each such tunnel (all its threads, /proc/PID/task/*/schedstat).
+# the proxy's CPU time for each such tunnel (all its threads, /proc/PID/task/*/schedstat);
+# the same through a relayed entry `*.y.test` as the control, and through mitmdump.
 #
 # Every name is pinned with --resolve (the proxy) or not used at all (mitmdump is sent
 # `CONNECT 127.0.0.1:PORT` and the client's SNI names x.test): nothing is resolved through
@@ -194,7 +195,7 @@ for round in $(seq "$ROUNDS"); do
 done
 
 # --- first answer: a new name against a minted one -------------------------------------------
-echo "  first answers: $((NAMES - 1)) new names, inspected and relayed" >&2
+echo "  first answers: $((NAMES - 1)) new names, inspected and relayed (and through mitmdump)" >&2
 LATENCY_NAMES=()
 for i in $(seq "$NAMES"); do LATENCY_NAMES+=("n$i.$NAME"); done
 timeout 300 python3 "$CLIENT" first "$PROXY_PORT" "$HTTPS_PORT" "$TMP/ca/ca.pem" "$PROXY_PID" \
@@ -209,6 +210,16 @@ timeout 300 python3 "$CLIENT" first "$PROXY_PORT" "$HTTPS_PORT" "$TMP/cert.pem" 
     "${RELAYED_NAMES[@]}" >"$TMP/first-relayed"
 read -r _ RNEW_MED RNEW_P90 RNEW_CPU < <(grep '^new ' "$TMP/first-relayed")
 read -r _ ROLD_MED ROLD_P90 ROLD_CPU < <(grep '^minted ' "$TMP/first-relayed")
+# mitmdump mints a leaf per SNI name too: the same through it, with names new to it.
+MNEW_MED=nan MOLD_MED=nan MNEW_CPU=nan MOLD_CPU=nan MNEW_P90=nan MOLD_P90=nan
+if [ -n "$MITMDUMP" ]; then
+    MITM_NAMES=()
+    for i in $(seq "$NAMES"); do MITM_NAMES+=("m$i.$NAME"); done
+    timeout 300 python3 "$CLIENT" first "$MITM_PORT" "127.0.0.1:$HTTPS_PORT" \
+        "$TMP/mitm/mitmproxy-ca-cert.pem" "$MITM_PID" "${MITM_NAMES[@]}" >"$TMP/first-mitm"
+    read -r _ MNEW_MED MNEW_P90 MNEW_CPU < <(grep '^new ' "$TMP/first-mitm")
+    read -r _ MOLD_MED MOLD_P90 MOLD_CPU < <(grep '^minted ' "$TMP/first-mitm")
+fi
 
 # --- the table -----------------------------------------------------------------------------------
 med() { [ -s "$TMP/$1" ] && median <"$TMP/$1" || echo nan; }
@@ -227,9 +238,9 @@ echo "| CPU per request, us | $CP | $CI | $CM | $(ratio "$CI" "$CP") | $(ratio "
 per_core() { awk -v c="$1" 'BEGIN {if (c + 0 > 0) printf "%.0f", 1e6 / c; else print "nan"}'; }
 KP=$(per_core "$CP") KI=$(per_core "$CI") KM=$(per_core "$CM")
 echo "| requests per CPU-second of the proxy | $KP | $KI | $KM | $(ratio "$KI" "$KP") | $(ratio "$KI" "$KM") | >= 0.5 plain, >= 5 mitmdump |"
-echo "| first answer, new name, ms (median / p90) | | $NEW_MED / $NEW_P90 | | | | |"
-echo "| first answer, minted name, ms (median / p90) | | $OLD_MED / $OLD_P90 | | | | |"
-echo "| proxy CPU per new tunnel, us: new name / minted name | | $NEW_CPU / $OLD_CPU | | | | |"
+echo "| first answer, new name, ms (median / p90) | | $NEW_MED / $NEW_P90 | $MNEW_MED / $MNEW_P90 | | $(ratio "$NEW_MED" "$MNEW_MED") | |"
+echo "| first answer, minted name, ms (median / p90) | | $OLD_MED / $OLD_P90 | $MOLD_MED / $MOLD_P90 | | $(ratio "$OLD_MED" "$MOLD_MED") | |"
+echo "| proxy CPU per new tunnel, us: new name / minted name | | $NEW_CPU / $OLD_CPU | $MNEW_CPU / $MOLD_CPU | | | |"
 echo "| control, relayed tunnel: first answer ms, new name / known name (median) | | $RNEW_MED / $ROLD_MED | | | | |"
 echo "| control, relayed tunnel: proxy CPU us, new name / known name | | $RNEW_CPU / $ROLD_CPU | | | | |"
 echo

@@ -6,11 +6,13 @@ CONNECT + TLS tunnel, and the time to a tunnel's first answer.
       absolute-form GETs for http://TARGET/ over one connection to the proxy
   rate PROXY_PORT tls CONNECT_TARGET NAME CA SECONDS MAX
       CONNECT CONNECT_TARGET, TLS for NAME trusting only CA, then GETs for / inside
-  first PROXY_PORT PORT CA PROXY_PID NAME...
+  first PROXY_PORT [IP:]PORT CA PROXY_PID NAME...
       for each NAME (each new to the proxy): one fresh tunnel to NAME:PORT and its first
       GET, then one fresh tunnel to a name whose leaf is already minted; prints, for
       each kind, the median and p90 time to the first answer in ms, and the median CPU
-      time the proxy (PROXY_PID, all its threads) spent meanwhile, in us
+      time the proxy (PROXY_PID, all its threads) spent meanwhile, in us. With IP:PORT
+      the CONNECT names IP:PORT and NAME is in the TLS SNI only (for a proxy that would
+      resolve NAME itself)
 
 `rate` stops after SECONDS or MAX requests, whichever comes first, and prints
 "REQUESTS SECONDS" (time counted from the first request, after the tunnel is set up).
@@ -109,10 +111,10 @@ def rate(args):
     print(n, "%.6f" % elapsed)
 
 
-def first_answer(port, target_port, name, ctx):
+def first_answer(port, target_port, name, ctx, connect_ip=None):
     """Seconds from opening a connection to the proxy to the end of the first answer."""
     start = time.monotonic()
-    sock = tunnel(port, "%s:%d" % (name, target_port), name, ctx)
+    sock = tunnel(port, "%s:%d" % (connect_ip or name, target_port), name, ctx)
     sock.sendall(b"GET / HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (name.encode(), target_port))
     read_answer(sock, b"")
     took = time.monotonic() - start
@@ -132,26 +134,27 @@ def cpu_ns(pid):
     return total
 
 
-def measured(pid, port, target_port, name, ctx):
+def measured(pid, port, target, name, ctx):
     """(seconds to the first answer, proxy CPU ns meanwhile) for one fresh tunnel."""
     before = cpu_ns(pid)
-    took = first_answer(port, target_port, name, ctx)
+    took = first_answer(port, target[1], name, ctx, target[0])
     return took, cpu_ns(pid) - before
 
 
 def first(args):
-    port, target_port, ctx = int(args[0]), int(args[1]), context(args[2])
-    pid, names = int(args[3]), args[4:]
+    port, ctx, pid, names = int(args[0]), context(args[2]), int(args[3]), args[4:]
+    ip, _, target_port = args[1].rpartition(":")
+    target = (ip or None, int(target_port))
     if len(names) < 2:
         raise SystemExit("first: give at least two names")
     # The first name warms the proxy (and the upstream TLS session cache) and is the
     # one whose leaf is then known.
     known = names[0]
-    first_answer(port, target_port, known, ctx)
+    first_answer(port, target[1], known, ctx, target[0])
     new, again = [], []
     for name in names[1:]:
-        new.append(measured(pid, port, target_port, name, ctx))
-        again.append(measured(pid, port, target_port, known, ctx))
+        new.append(measured(pid, port, target, name, ctx))
+        again.append(measured(pid, port, target, known, ctx))
 
     def show(label, samples):
         xs = sorted(took * 1000 for took, _ in samples)
