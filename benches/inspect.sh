@@ -4,8 +4,9 @@
 #   cargo build --release && benches/inspect.sh
 #
 # Starts, in a fresh temp dir, an nginx origin (a 256-byte body over plain HTTP, and over
-# HTTPS with a certificate made here for x.test and *.x.test: CA:FALSE and a SAN, as
-# webpki wants of an end entity), the release proxy with a CA of its own (`ca init`) and
+# HTTPS with a certificate made here for x.test, *.x.test and *.y.test: CA:FALSE and a
+# SAN, as webpki wants of an end entity; no TLS session resumption, so every upstream
+# handshake is a full one), the release proxy with a CA of its own (`ca init`) and
 # that certificate as `--upstream-ca`, and mitmdump (regular proxy mode, its own CA,
 # verifying the origin against the same certificate). Then, interleaving the
 # configurations and repeating each ROUNDS times (medians reported):
