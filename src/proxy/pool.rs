@@ -127,7 +127,9 @@ impl Upstream {
             }
         }
         let (stream, addr) = dial(addrs, self.connect_timeout).await?;
-        let mut lease = self.handshake(stream, addr, tls).await?;
+        // Boxed: a new connection is rare on the request path, and the handshake's
+        // future (TLS included) would otherwise be part of every request's.
+        let mut lease = Box::pin(self.handshake(stream, addr, tls)).await?;
         let resp = lease.sender.send_request(req).await?;
         Ok((resp, lease))
     }
