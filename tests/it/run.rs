@@ -6,8 +6,11 @@
 
 mod confine;
 mod exits;
+mod git;
 mod lifecycle;
 mod rules;
+mod tls_origin;
+mod tools;
 mod transparent;
 
 use std::ffi::OsString;
