@@ -8,6 +8,7 @@ mod confine;
 mod exits;
 mod git;
 mod lifecycle;
+mod names;
 mod rules;
 mod tls_origin;
 mod tools;
