@@ -9,6 +9,7 @@ mod exits;
 mod git;
 mod lifecycle;
 mod names;
+mod reach;
 mod rules;
 mod tls_origin;
 mod tools;
