@@ -99,7 +99,10 @@ async fn dns_to_public_resolvers_over_udp_and_tcp_is_answered_inside_and_nothing
         "upstream answers it"
     );
     let asked_outside = upstream.queried_names().len();
-    assert!(asked_outside >= 1, "the upstream server records what it is asked");
+    assert!(
+        asked_outside >= 1,
+        "the upstream server records what it is asked"
+    );
     let script = r#"
 import socket, struct
 def question(name, ident):
