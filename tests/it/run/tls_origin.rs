@@ -65,7 +65,7 @@ impl TlsOrigin {
         self.dir.join("git")
     }
 
-    /// Every request answered so far: `METHOD PATH SERVER_NAME`.
+    /// Every request received so far: `METHOD PATH SERVER_NAME`.
     pub fn requests(&self) -> Vec<String> {
         std::fs::read_to_string(self.dir.join("requests.log"))
             .unwrap_or_default()
