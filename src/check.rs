@@ -4,7 +4,8 @@
 //! the ones the decision took, not a second account of it.
 //!
 //! A bare `host` or `host:port` target defaults to port 443 (what a sandbox reaches
-//! most); URLs default to their scheme's port. Nothing is resolved: a name's addresses
+//! most); URLs default to their scheme's port. Where an entry with rules matches, a URL
+//! is judged as a `GET` of its path (`--method` names another method). Nothing is resolved: a name's addresses
 //! are checked only when `--resolve HOST=IP` pins it.
 
 use std::collections::HashMap;
@@ -14,9 +15,10 @@ use serde::Serialize;
 
 use crate::cli::{CheckArgs, CheckFormat};
 use crate::load::{self, LoadError};
+use crate::policy::rules::valid_method;
 use crate::policy::{
-    check_address, explain, Decision, Effective, Host, Match, OrgPolicy, RequestPolicy,
-    SharedHostingAction, Step, Target, VerdictKind,
+    check_address, explain_request, normalize_path, Decision, Effective, Host, Http, Match,
+    OrgPolicy, RequestPolicy, SharedHostingAction, Step, Target, VerdictKind,
 };
 
 /// Why `check` could not decide (exit 2).
@@ -26,6 +28,8 @@ pub enum CheckError {
     Load(#[from] LoadError),
     #[error("target {target:?}: {message}")]
     Target { target: String, message: String },
+    #[error("--method {0:?}: a method is an upper-case name such as GET or POST")]
+    Method(String),
 }
 
 /// One decided target.
@@ -39,6 +43,14 @@ pub struct Checked {
     pub rule: Option<String>,
     pub level: &'static str,
     pub shared_hosting: bool,
+    /// The method and normalised path judged, when entries with rules needed them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A `CONNECT` to it would be intercepted (an entry matching it has rules).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub intercepted: bool,
     /// The address checks, for literal IPs and pinned names.
     pub addresses: Vec<AddressCheck>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -65,6 +77,9 @@ pub fn run(args: &CheckArgs) -> Result<(Vec<Checked>, String), CheckError> {
     let policies = load::load_strict(&args.org, args.policy.as_deref())?;
     let (org, policy) = (&policies.org, &policies.policy);
     let pins = load::pins(&args.resolve)?;
+    if let Some(m) = args.method.as_deref().filter(|m| !valid_method(m)) {
+        return Err(CheckError::Method(m.to_string()));
+    }
     let policy_name = match &args.policy {
         Some(p) => format!("--policy {}", p.display()),
         None => format!("default_network_policy of {}", args.org.display()),
@@ -75,7 +90,14 @@ pub fn run(args: &CheckArgs) -> Result<(Vec<Checked>, String), CheckError> {
             target: raw.clone(),
             message,
         })?;
-        let (mut checked, steps) = check_one(org, policy, &target, &pins, raw);
+        let request = request_of(raw, args.method.as_deref());
+        let (mut checked, steps) =
+            check_one(org, policy, (&target, request), &pins, raw).map_err(|message| {
+                CheckError::Target {
+                    target: raw.clone(),
+                    message,
+                }
+            })?;
         if args.explain {
             checked.steps = explain_steps(&steps, &policy_name, &checked);
         }
@@ -150,19 +172,43 @@ fn split_port(authority: &str) -> Result<(&str, Option<&str>), String> {
     }
 }
 
+/// What a target asks beyond host and port: a URL is a `GET` of its path, unless
+/// `--method` names another method; `host[:port]` is a `CONNECT`, unless `--method` is
+/// given (then of `/`).
+fn request_of<'a>(raw: &'a str, method: Option<&'a str>) -> Option<(&'a str, &'a str)> {
+    let path = raw.split_once("://").map(|(_, rest)| {
+        let rest = rest.split('#').next().unwrap_or(rest);
+        rest.find(['/', '?']).map_or("/", |i| &rest[i..])
+    });
+    match (method, path) {
+        (None, None) => None,
+        (m, path) => Some((m.unwrap_or("GET"), path.unwrap_or("/"))),
+    }
+}
+
+/// Decide one target as the proxy would: with its method and path when an entry with
+/// rules matches it (as `judge` does), else by host and port.
 fn check_one(
     org: &OrgPolicy,
     policy: &RequestPolicy,
-    target: &Target,
+    (target, request): (&Target, Option<(&str, &str)>),
     pins: &HashMap<String, Vec<IpAddr>>,
     raw: &str,
-) -> (Checked, Vec<Step>) {
+) -> Result<(Checked, Vec<Step>), String> {
     let levels = [policy];
     let eff = Effective {
         org,
         levels: &levels,
     };
-    let (decision, steps) = explain(&eff, target);
+    let request = match request {
+        Some((method, path)) if eff.must_intercept(target) => {
+            let path = normalize_path(path).map_err(|e| format!("invalid_request: {e}"))?;
+            Some((method, path))
+        }
+        _ => None,
+    };
+    let http = request.as_ref().map(|(method, path)| Http { method, path });
+    let (decision, steps) = explain_request(&eff, target, http.as_ref());
     let ips = match &target.host {
         Host::Ip(ip) => vec![*ip],
         Host::Name(n) => pins.get(n.as_str()).cloned().unwrap_or_default(),
@@ -182,6 +228,11 @@ fn check_one(
     // Like the proxy: refused when every address is refused.
     let refused = !addresses.is_empty() && addresses.iter().all(|a| a.verdict == VerdictKind::Deny);
     let mut checked = from_decision(raw, target, &decision);
+    checked.intercepted = eff.must_intercept(target);
+    if let Some((method, path)) = request {
+        checked.method = Some(method.to_string());
+        checked.path = Some(path.to_string());
+    }
     if refused {
         let first = &addresses[0];
         checked.verdict = VerdictKind::Deny;
@@ -190,7 +241,7 @@ fn check_one(
         checked.level = "address";
     }
     checked.addresses = addresses;
-    (checked, steps)
+    Ok((checked, steps))
 }
 
 fn from_decision(raw: &str, target: &Target, d: &Decision) -> Checked {
@@ -203,6 +254,9 @@ fn from_decision(raw: &str, target: &Target, d: &Decision) -> Checked {
         rule: d.rule.as_deref().map(str::to_owned),
         level: d.level.as_str(),
         shared_hosting: d.shared_hosting,
+        method: None,
+        path: None,
+        intercepted: false,
         addresses: Vec::new(),
         steps: Vec::new(),
     }
@@ -261,6 +315,12 @@ fn explain_steps(steps: &[Step], policy_name: &str, checked: &Checked) -> Vec<St
             out.push(format!("address {}: {what}", a.ip));
         }
     }
+    if checked.intercepted && checked.verdict != VerdictKind::Deny {
+        out.push(
+            "inspection: an entry for this host has rules, so a CONNECT to it is intercepted and each request inside is judged by method and path"
+                .into(),
+        );
+    }
     let mut verdict = format!("verdict: {}", checked.verdict.as_str());
     if let Some(r) = checked.reason {
         verdict += &format!(" ({r}, level {})", checked.level);
@@ -291,6 +351,7 @@ fn step_text(step: &Step, policy_name: &str) -> String {
             Match::OtherPort { rule, port, ports } => format!(
                 "org allowed_domains: `{rule}` matches the name but not port {port} (allowed_ports {ports:?}): denied"
             ),
+            other => format!("org allowed_domains: {}", rule_step(other)),
         },
         Step::RequestDisabled { .. } => {
             format!("request policy ({policy_name}): {{\"type\": \"disabled\"}}: denied")
@@ -303,6 +364,7 @@ fn step_text(step: &Step, policy_name: &str) -> String {
             Match::OtherPort { rule, port, .. } => format!(
                 "request policy ({policy_name}): `{rule}` matches the name but not port {port}: denied"
             ),
+            other => format!("request policy ({policy_name}): {}", rule_step(other)),
         },
         Step::SharedHosting { under: None, .. } => "shared hosting: no".into(),
         Step::SharedHosting {
@@ -314,6 +376,26 @@ fn step_text(step: &Step, policy_name: &str) -> String {
                 SharedHostingAction::Flag => "action = \"flag\": allowed, marked in the audit log",
             };
             format!("shared hosting: yes (under `{why}`), {action}")
+        }
+    }
+}
+
+/// The step of an entry with rules judging the request's method and path.
+fn rule_step(found: &Match) -> String {
+    match found {
+        Match::Request { rule, method, path } => {
+            format!("`{rule}` allows {method} {path}")
+        }
+        Match::OtherMethod { rule, method } => format!(
+            "no entry for the name and port allows the method {method} (first: `{rule}`): denied, method_not_allowed"
+        ),
+        Match::OtherPath { rule, method, path } => format!(
+            "no entry allowing {method} allows the path {path} (first: `{rule}`): denied, path_not_allowed"
+        ),
+        Match::Port { rule, port } => format!("`{rule}` matches on port {port}"),
+        Match::None => "no entry matches: denied".into(),
+        Match::OtherPort { rule, port, .. } => {
+            format!("`{rule}` matches the name but not port {port}: denied")
         }
     }
 }

@@ -34,6 +34,8 @@ pub enum Command {
     /// Print the nftables ruleset that confines a pod's network namespace to a sidecar
     /// proxy (apply it with `nft -f -` in an init container).
     Rules(RulesArgs),
+    /// The interception CA: `ca init DIR` makes one for `serve --ca DIR`.
+    Ca(CaArgs),
     /// Internal: the first process in `run`'s jail, started by `run` itself.
     #[command(name = "__jail-init", hide = true)]
     JailInit(JailInitArgs),
@@ -145,6 +147,34 @@ pub struct ServeArgs {
     /// pod's: see `egress-proxy rules`), IP:PORT, judged by their original destination.
     #[arg(long, value_name = "ADDR")]
     pub transparent_listen: Option<SocketAddr>,
+
+    /// The interception CA (DIR/ca.pem and DIR/ca-key.pem, as `ca init` writes them):
+    /// tunnels to inspected hosts are terminated with a certificate it signs, and each
+    /// request inside is judged. Required when the policy inspects any host.
+    #[arg(long, value_name = "DIR")]
+    pub ca: Option<PathBuf>,
+
+    /// More root certificates (PEM) to verify inspected hosts' servers against, besides
+    /// the system's.
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CaArgs {
+    #[command(subcommand)]
+    pub command: CaCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CaCommand {
+    /// Make a new CA in DIR: DIR/ca.pem (give it to clients to trust) and DIR/ca-key.pem
+    /// (readable by its owner only; never share it). Refuses to overwrite one.
+    Init {
+        /// The directory to write the CA to (created if missing).
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -172,6 +202,12 @@ pub struct CheckArgs {
     /// shared hosting, address).
     #[arg(long)]
     pub explain: bool,
+
+    /// Judge each target as a request with this method (entries with `methods` and
+    /// `paths` then decide): a URL's path, `/` for `host[:port]`. Without it, a URL is a
+    /// `GET` and `host[:port]` a `CONNECT`.
+    #[arg(long, value_name = "METHOD")]
+    pub method: Option<String>,
 
     /// Check the name's address too, as if it resolved to IP (repeatable): HOST=IP.
     /// Without it nothing is resolved.
@@ -289,6 +325,16 @@ pub struct RunArgs {
     #[arg(long)]
     pub env_only: bool,
 
+    /// The interception CA (as `ca init` writes it) for inspected hosts; CMD's TLS
+    /// clients are pointed at a bundle of the system roots plus it, and its key is hidden
+    /// from CMD. Without it, a policy that inspects a host gets a throw-away CA.
+    #[arg(long, value_name = "DIR")]
+    pub ca: Option<PathBuf>,
+
+    /// More root certificates (PEM) to verify inspected hosts' servers against.
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+
     /// The command and its arguments, after `--`.
     #[arg(required = true, last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -325,6 +371,10 @@ pub struct JailInitArgs {
     /// `run --env-only`: switch to CMD's user and supervise it, nothing else.
     #[arg(long)]
     pub env_only: bool,
+
+    /// A file to hide from CMD in the jail's mount namespace (the CA's key).
+    #[arg(long, value_name = "PATH")]
+    pub hide: Vec<PathBuf>,
 
     /// CMD and its arguments.
     #[arg(required = true, last = true)]

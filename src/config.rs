@@ -35,6 +35,24 @@ pub struct AdminConfig {
     pub token_file: Option<PathBuf>,
 }
 
+/// Where the interception CA comes from.
+#[derive(Clone)]
+pub enum CaSource {
+    /// `--ca DIR`: `DIR/ca.pem` and `DIR/ca-key.pem`.
+    Dir(PathBuf),
+    /// `run`'s CA, already read or made: never written where CMD could read the key.
+    Loaded(std::sync::Arc<crate::tls::ca::Ca>),
+}
+
+impl std::fmt::Debug for CaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CaSource::Dir(dir) => f.debug_tuple("Dir").field(dir).finish(),
+            CaSource::Loaded(_) => f.write_str("Loaded"),
+        }
+    }
+}
+
 /// Everything `serve` runs with, validated.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -57,6 +75,10 @@ pub struct ServeConfig {
     pub require_session: bool,
     /// `--transparent-listen`: where connections redirected by nftables arrive.
     pub transparent_listen: Option<SocketAddr>,
+    /// `--ca`: the interception CA (a directory, or for `run` one held in memory).
+    pub ca: Option<CaSource>,
+    /// `--upstream-ca`: more roots for inspected hosts' servers.
+    pub upstream_ca: Option<PathBuf>,
 }
 
 /// A positive, finite number of seconds.
@@ -117,6 +139,8 @@ impl ServeConfig {
             dns_server: args.dns_server,
             require_session: args.require_session,
             transparent_listen: args.transparent_listen,
+            ca: args.ca.map(CaSource::Dir),
+            upstream_ca: args.upstream_ca,
         })
     }
 }

@@ -5,7 +5,9 @@
 //! Compiled only with the `fuzzing` feature (which `fuzz/Cargo.toml` turns on) and in the
 //! library's own tests: the product does not carry them.
 
-use crate::policy::{DomainEntry, Host, HostName, OrgPolicy, RequestPolicy};
+use crate::policy::{
+    normalize_path, DomainEntry, Host, HostName, OrgPolicy, PathRule, RequestPolicy,
+};
 use crate::proxy::{inspect, preflight, request};
 
 /// The organization policy parser and compiler.
@@ -34,6 +36,39 @@ pub fn host(data: &[u8]) {
     }
     let _ = Host::parse(text);
     let _ = DomainEntry::parse(text);
+}
+
+/// Path normalisation (docs/reference/policy-files.md, "Paths"): a path that normalises
+/// is a fixed point, starts with `/`, holds no dot or empty segment and none of the
+/// escapes that are refused, and a path rule judges it the same before and after.
+pub fn request_path(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(path) = normalize_path(text) else {
+        return;
+    };
+    let p = path.as_str();
+    assert!(p.starts_with('/'), "{p:?}");
+    let again = normalize_path(p).expect("a normal path normalises again");
+    assert_eq!(again, path, "normalisation is idempotent");
+    let segments: Vec<&str> = p[1..].split('/').collect();
+    for (i, seg) in segments.iter().enumerate() {
+        assert!(*seg != "." && *seg != "..", "dot segment in {p:?}");
+        assert!(
+            !seg.is_empty() || i + 1 == segments.len(),
+            "empty segment in {p:?}"
+        );
+    }
+    let upper = p.to_ascii_uppercase();
+    for refused in ["%2F", "%5C", "%00", "%3B", ";", "\\", "?", "#"] {
+        assert!(!upper.contains(refused), "{refused} in {p:?}");
+    }
+    // A prefix rule of the path's first segment (rules cannot write a `*` there) holds it.
+    if let Some(end) = p[1..].find('/').filter(|&end| !p[..end + 1].contains('*')) {
+        let rule = PathRule::parse(&format!("{}/*", &p[..end + 1])).expect("a normal prefix");
+        assert!(rule.matches(&path), "{rule} does not match {p:?}");
+    }
 }
 
 /// The request-target reader: the first-head check and the authority splitter.
@@ -105,6 +140,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("request_policy", request_policy),
     ("host", host),
     ("request_target", request_target),
+    ("request_path", request_path),
     ("client_hello", client_hello),
     ("dns_answer", dns_answer),
 ];
@@ -138,6 +174,15 @@ mod tests {
             replayed += count;
         }
         assert!(replayed >= TARGETS.len());
+    }
+
+    proptest::proptest! {
+        /// The path target's invariants on generated paths built from the tricks'
+        /// alphabet, between fuzzing runs.
+        #[test]
+        fn request_path_invariants_hold(s in "(/|[a-c*.;~%]|%2[eEfF5]|%5[cC]|%00|%3[bB]|%61|%C3%A9|%FF|\\?){0,24}") {
+            super::request_path(s.as_bytes());
+        }
     }
 
     #[test]

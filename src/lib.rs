@@ -28,10 +28,14 @@
 //! - `dns`: the DNS listener of confinement (`--dns-listen`): answers from the policy
 //!   alone, synthetic addresses for allowed names, `NXDOMAIN` and an audit record for
 //!   denied ones.
+//! - [`tls`]: interception's TLS: the CA (`ca init`, `serve --ca`), leaf certificates
+//!   minted per name, and the verified client side of connections to inspected hosts.
 //! - `net`: resolving (pins, a chosen DNS server) and dialing checked addresses only.
 //! - `audit`: the audit record and its writer.
 //! - `admin`: the control plane on its own listener: the session calls, reload
 //!   (`POST /v1/reload`, also SIGHUP), `/metrics`, `/healthz`; bearer-token auth.
+//! - `secrets`: the values of `[[credentials]]`, read at load, set on requests to their
+//!   host, never shown.
 //! - `session`: the session store: credentials (`Proxy-Authorization: Basic`), idle
 //!   expiry, and the signal that closes a session's tunnels when it ends.
 //! - `metrics`: the Prometheus metrics, counted on the request path without locks.
@@ -66,6 +70,8 @@ pub(crate) mod net;
 pub mod policy;
 pub(crate) mod proxy;
 pub mod run;
+pub(crate) mod secrets;
 pub mod serve;
 pub(crate) mod session;
 pub mod summary;
+pub mod tls;

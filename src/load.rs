@@ -25,6 +25,8 @@ pub enum LoadError {
         org: String,
         offending: String,
     },
+    #[error("{0}")]
+    Credential(#[from] crate::secrets::CredentialError),
     #[error("--resolve {value}: {message}")]
     Pin { value: String, message: String },
 }
@@ -43,6 +45,8 @@ pub struct Policies {
     /// request is refused with `policy_widening` until a reload fixes it
     /// (docs/reference/control-plane.md, "Reload").
     pub widening: Option<Widening>,
+    /// The values of the organization's `[[credentials]]`, read from their files.
+    pub credentials: crate::secrets::Credentials,
 }
 
 impl Policies {
@@ -60,7 +64,19 @@ impl Policies {
             proxy,
             policy,
             widening,
+            credentials: Default::default(),
         }
+    }
+}
+
+impl Policies {
+    /// The entries (organization, `--policy`, the default policy) whose tunnels are
+    /// intercepted: a proxy with any needs a CA (docs/reference/inspection.md).
+    pub fn inspected_entries(&self) -> Vec<String> {
+        let mut inspected = self.org.inspected_entries();
+        inspected.extend(self.proxy.iter().flat_map(|p| p.inspected_entries()));
+        inspected.extend(self.org.default_policy().inspected_entries());
+        inspected
     }
 }
 
@@ -84,7 +100,9 @@ pub fn load(org_path: &Path, policy_path: Option<&Path>) -> Result<Policies, Loa
             &path.display().to_string(),
         )?),
     };
-    Ok(Policies::new(org, proxy))
+    let mut policies = Policies::new(org, proxy);
+    policies.credentials = crate::secrets::Credentials::read(&policies.org, org_path)?;
+    Ok(policies)
 }
 
 /// [`load`], refusing a `--policy` that widens the organization policy (a bad start).

@@ -53,6 +53,19 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(code) => code,
         },
+        Command::Ca(args) => match args.command {
+            egress_proxy::cli::CaCommand::Init { dir } => match egress_proxy::tls::ca::init(&dir) {
+                Ok(cert) => {
+                    println!(
+                        "wrote {} and its key; clients must trust {}",
+                        dir.display(),
+                        cert.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            },
+        },
         Command::JailInit(args) => ExitCode::from(egress_proxy::run::init_main(args)),
     }
 }

@@ -11,7 +11,7 @@ use tokio::net::{TcpListener, UdpSocket};
 use crate::admin::{self, reload::Reloader, Admin};
 use crate::audit::AuditLog;
 use crate::cli::ServeArgs;
-use crate::config::{AdminConfig, ConfigError, ServeConfig};
+use crate::config::{AdminConfig, CaSource, ConfigError, ServeConfig};
 use crate::load::{self, LoadError};
 use crate::metrics::Metrics;
 use crate::net::resolve::Resolver;
@@ -47,11 +47,38 @@ pub enum StartError {
     },
     #[error("cannot start the DNS listener: {0}")]
     Dns(std::io::Error),
+    #[error("{0}")]
+    Tls(#[from] crate::tls::TlsError),
+    #[error(
+        "the policy inspects {0}, which needs --ca DIR (make one with `egress-proxy ca init DIR`)"
+    )]
+    NoCa(String),
     #[error("cannot install the {signal} handler: {source}")]
     Signal {
         signal: &'static str,
         source: std::io::Error,
     },
+}
+
+/// `--ca` and `--upstream-ca`, loaded. A policy that inspects a host needs a CA: without
+/// one it refuses to start, naming the entries (docs/reference/inspection.md).
+fn interception(
+    args: &ServeConfig,
+    policies: &load::Policies,
+) -> Result<Option<Arc<crate::tls::Interception>>, StartError> {
+    let Some(dir) = &args.ca else {
+        let inspected = policies.inspected_entries();
+        if !inspected.is_empty() {
+            return Err(StartError::NoCa(inspected.join(", ")));
+        }
+        return Ok(None);
+    };
+    let ca = match dir {
+        CaSource::Dir(dir) => Arc::new(crate::tls::ca::Ca::load(dir)?),
+        CaSource::Loaded(ca) => ca.clone(),
+    };
+    let loaded = crate::tls::Interception::new(ca, args.upstream_ca.as_deref())?;
+    Ok(Some(Arc::new(loaded)))
 }
 
 /// The admin API's bearer token, read from its file; `None` for a loopback listener
@@ -171,6 +198,7 @@ pub async fn serve_with(
     let args = &config;
     raise_open_files_limit(args.limits.max_connections);
     let policies = load::load_strict(&args.org, args.policy.as_deref())?;
+    let interception = interception(args, &policies)?;
     let token = match &args.admin {
         Some(admin) => admin_token(admin)?,
         None => None,
@@ -237,6 +265,8 @@ pub async fn serve_with(
         limits: args.limits.clone(),
         phase: tokio::sync::watch::Sender::new(proxy::Phase::Serving),
         synthetic: Arc::new(SyntheticNames::new()),
+        interception,
+        budgets: Default::default(),
     });
     let reloader = Arc::new(Reloader::new(
         args.org.clone(),

@@ -93,27 +93,38 @@ fn shared_hosting(
     };
     let msg = format!(
         "{list}: `{}` is shared hosting (under `{why}`): {what}",
-        e.text
+        e.rule()
     );
     sink.with(RuleId::SharedHosting, severity, offset, msg, None);
 }
+
+/// What makes two entries the same: pattern, port, and the rules as written.
+type Key = (DomainPattern, Option<u16>, Option<std::sync::Arc<str>>);
 
 /// `duplicate-entry` for a repeated (pattern, port); `redundant-entry` for an entry
 /// another entry of the list covers (of two entries covering each other, the later).
 fn duplicates_and_redundancy(sink: &mut Sink, set: &DomainSet, at: &[usize], ctx: &ListCtx) {
     let valid = set.entries();
-    let mut first: HashMap<(&DomainPattern, Option<u16>), usize> = HashMap::new();
+    // Entries with rules for one host are not duplicates unless their rules are too.
+    let key = |e: &'_ DomainEntry| {
+        (
+            e.pattern.clone(),
+            e.port,
+            e.rules.as_ref().map(|r| r.label.clone()),
+        )
+    };
+    let mut first: HashMap<Key, usize> = HashMap::new();
     for (i, e) in valid.iter().enumerate() {
-        first.entry((&e.pattern, e.port)).or_insert(i);
+        first.entry(key(e)).or_insert(i);
     }
     for (i, (r, offset)) in written(set, at).enumerate() {
-        let j = first[&(&r.pattern, r.port)];
+        let j = first[&key(r)];
         if j != i {
             let msg = format!(
                 "{}: `{}` repeats `{}` (entry {}): remove it",
                 ctx.name,
-                r.text,
-                valid[j].text,
+                r.rule(),
+                valid[j].rule(),
                 j + 1
             );
             sink.at(RuleId::DuplicateEntry, offset, msg, Some(String::new()));
@@ -124,13 +135,15 @@ fn duplicates_and_redundancy(sink: &mut Sink, set: &DomainSet, at: &[usize], ctx
             DomainPattern::Subtree(b) => set.subtrees_at_or_above(b).collect(),
         };
         let cover = candidates.into_iter().find(|o| {
-            let k = first[&(&o.pattern, o.port)];
+            let k = first[&key(o)];
             k != i && entry_covered(r, o, ctx.ports) && (k < i || !entry_covered(o, r, ctx.ports))
         });
         if let Some(o) = cover {
             let msg = format!(
                 "{}: `{}` is already covered by `{}`: remove it",
-                ctx.name, r.text, o.text
+                ctx.name,
+                r.rule(),
+                o.rule()
             );
             sink.at(RuleId::RedundantEntry, offset, msg, Some(String::new()));
         }
@@ -156,7 +169,8 @@ pub(crate) fn conflicts(
         if let Some(d) = candidates.into_iter().find(|d| entry_covered(r, d, &ports)) {
             let msg = format!(
                 "{list}: `{}` is wholly inside the denied entry `{}` (denied wins), so it never allows anything: remove one of them",
-                r.text, d.text
+                r.rule(),
+                d.rule()
             );
             sink.at(RuleId::AllowDenyConflict, offset, msg, None);
         }

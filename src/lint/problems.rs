@@ -25,7 +25,7 @@ pub(crate) fn report(sink: &mut Sink, problems: &[Problem], syntax: &str) {
                 };
                 (rule, format!("{list}: `{entry}`: {}", p.message), None)
             }
-            ProblemKind::Cidr { list } => {
+            ProblemKind::Cidr { list } | ProblemKind::Rule { list } => {
                 let msg = format!("{list}: `{entry}`: {}", p.message);
                 (RuleId::InvalidPattern, msg, None)
             }

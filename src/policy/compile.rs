@@ -19,15 +19,19 @@ use ipnet::IpNet;
 
 use super::file::DEFAULT_PORTS;
 
+mod credentials;
 #[path = "domain_set.rs"]
 mod domain_set;
+mod entry;
 mod json;
+mod limits;
 mod node;
 mod org;
 mod problems;
 mod request;
 mod toml;
 
+pub use credentials::CredentialRule;
 pub use domain_set::{DomainSet, Matching, NameProbe};
 pub use problems::{line_col, PolicyError, Problem, ProblemKind};
 pub use request::{widened, Widened};
@@ -69,6 +73,10 @@ pub struct OrgPolicy {
     pub(in crate::policy) shared_hosting_action: SharedHostingAction,
     pub(in crate::policy) shared_hosting_extra: DomainSet,
     pub(in crate::policy) tunnels: Tunnels,
+    /// `[[credentials]]`: headers set on requests to one host.
+    pub(in crate::policy) credentials: Vec<CredentialRule>,
+    /// `[limits] upload_bytes`: the bytes a session (or the proxy) may send upstream.
+    pub(in crate::policy) upload_bytes: Option<u64>,
 }
 
 impl OrgPolicy {
@@ -119,8 +127,17 @@ impl OrgPolicy {
         &self.shared_hosting_extra
     }
 
+    pub fn credentials(&self) -> &[CredentialRule] {
+        &self.credentials
+    }
+
     pub fn tunnels(&self) -> &Tunnels {
         &self.tunnels
+    }
+
+    /// `[limits] upload_bytes` (`None`: no budget).
+    pub fn upload_bytes(&self) -> Option<u64> {
+        self.upload_bytes
     }
 
     /// What a file that sets nothing means (and what a file that does not read gives).
@@ -138,6 +155,8 @@ impl OrgPolicy {
             shared_hosting_action: SharedHostingAction::Flag,
             shared_hosting_extra: DomainSet::default(),
             tunnels: Tunnels::default(),
+            credentials: Vec::new(),
+            upload_bytes: None,
         }
     }
 }
@@ -150,6 +169,8 @@ pub enum RequestPolicy {
         domains: DomainSet,
         /// `None`: this level allows no literal IPs (and does not narrow where names land).
         cidrs: Option<Vec<IpNet>>,
+        /// `max_upload_bytes`: this level's upload budget (`None`: the level above's).
+        max_upload_bytes: Option<u64>,
         /// Can be written only here, so only the compiler makes an allowlist.
         sealed: Sealed,
     },
@@ -177,6 +198,8 @@ pub struct OrgSpans {
 pub struct RequestSpans {
     pub allowed_domains: Vec<usize>,
     pub allowed_cidrs: Vec<Written>,
+    /// Where `max_upload_bytes` was written, when it was.
+    pub max_upload_bytes: Option<usize>,
 }
 
 /// A CIDR entry: where, and the text as written (the policy keeps the network only).

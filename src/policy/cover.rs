@@ -7,6 +7,7 @@ use ipnet::IpNet;
 
 use super::compile::{DomainSet, OrgPolicy, RequestPolicy};
 use super::host::{DomainEntry, DomainPattern};
+use super::rules::rules_widen;
 
 /// Every host `r` matches is matched by `o` (ports aside).
 fn name_covered(r: &DomainPattern, o: &DomainPattern) -> bool {
@@ -26,24 +27,66 @@ fn all_ports(e: &DomainEntry, org_ports: &[u16], mut f: impl FnMut(u16) -> bool)
     }
 }
 
-/// Every host:port `r` matches is also matched by `o`.
+/// Every request `r` allows (host, port, method, path), `o` allows too.
 pub fn entry_covered(r: &DomainEntry, o: &DomainEntry, org_ports: &[u16]) -> bool {
-    name_covered(&r.pattern, &o.pattern) && all_ports(r, org_ports, |p| o.allows_port(p, org_ports))
+    rules_widen(r.rules.as_deref(), o.rules.as_deref()).is_none()
+        && name_covered(&r.pattern, &o.pattern)
+        && all_ports(r, org_ports, |p| o.allows_port(p, org_ports))
 }
 
 /// Each port of `r` is covered by some entry of `set` (so `a.com:80` and `a.com:443`
-/// together cover a port-less `a.com` under the default ports).
+/// together cover a port-less `a.com` under the default ports), with its methods and
+/// paths: one entry covers all of them on that port (SPEC 12 covering).
 pub fn set_covers(set: &DomainSet, r: &DomainEntry, org_ports: &[u16]) -> bool {
-    all_ports(r, org_ports, |port| {
+    uncovered(set, r, org_ports).is_none()
+}
+
+/// Why `set` does not cover `r`: `Some(None)` when no entry covers its host and a port,
+/// `Some(Some((field, o)))` when `o` covers host and port but allows fewer `field`
+/// (`methods` or `paths`); `None` when covered.
+fn uncovered<'s>(
+    set: &'s DomainSet,
+    r: &DomainEntry,
+    org_ports: &[u16],
+) -> Option<Option<(&'static str, &'s DomainEntry)>> {
+    let mut narrower = None;
+    let covered = all_ports(r, org_ports, |port| {
         let (exact, subtree) = match &r.pattern {
             DomainPattern::Exact(n) => (Some(set.matching(n)), None),
             DomainPattern::Subtree(b) => (None, Some(set.subtrees_at_or_above(b))),
         };
-        exact
+        let mut on_port = exact
             .into_iter()
             .flatten()
             .chain(subtree.into_iter().flatten())
-            .any(|o| name_covered(&r.pattern, &o.pattern) && o.allows_port(port, org_ports))
+            .filter(|o| name_covered(&r.pattern, &o.pattern) && o.allows_port(port, org_ports));
+        on_port.any(
+            |o| match rules_widen(r.rules.as_deref(), o.rules.as_deref()) {
+                None => true,
+                Some(field) => {
+                    // The closest entry: one that allows the methods, not the paths.
+                    if narrower.is_none_or(|(f, _)| f == "methods" && field == "paths") {
+                        narrower = Some((field, o));
+                    }
+                    false
+                }
+            },
+        )
+    });
+    (!covered).then_some(narrower)
+}
+
+/// The widening message of an entry `set` does not cover; `missing` says what when no
+/// entry there has its host and port.
+fn why_uncovered(set: &DomainSet, r: &DomainEntry, ports: &[u16], missing: &str) -> Option<String> {
+    Some(match uncovered(set, r, ports)? {
+        None => missing.to_string(),
+        Some((field, o)) => {
+            format!(
+                "allows {field} that `{}` does not (its {field} must be among them)",
+                o.rule()
+            )
+        }
     })
 }
 
@@ -95,18 +138,16 @@ pub(crate) fn widening(
     let ports = &org.allowed_ports;
     let mut out = Vec::new();
     for e in domains.entries() {
-        let why = if !set_covers(&org.allowed, e, ports) {
-            Some(NOT_IN_ORG)
-        } else {
+        let why = why_uncovered(&org.allowed, e, ports, NOT_IN_ORG).or_else(|| {
             uppers.iter().find_map(|u| match u {
-                RequestPolicy::Disabled => Some(DISABLED_ABOVE),
+                RequestPolicy::Disabled => Some(DISABLED_ABOVE.to_string()),
                 RequestPolicy::Allowlist { domains, .. } => {
-                    (!set_covers(domains, e, ports)).then_some("not in the request policy above")
+                    why_uncovered(domains, e, ports, "not in the request policy above")
                 }
             })
-        };
+        });
         if let Some(why) = why {
-            out.push((e.text.to_string(), why.to_string()));
+            out.push((e.rule().to_string(), why));
         }
     }
     for net in cidrs.iter().flatten() {
@@ -114,6 +155,7 @@ pub(crate) fn widening(
             out.push((net.to_string(), why.to_string()));
         }
     }
+    out.extend(super::budget::budget_widening(org, uppers, req));
     out
 }
 

@@ -193,3 +193,122 @@ proptest! {
         prop_assert_eq!(set_covers(&one, &r, PORTS), entry_covered(&r, &o, PORTS));
     }
 }
+
+/// An entry with rules, as the compiler makes it: `methods` (or read-only) and `paths`.
+fn ruled(host: &str, methods: Option<&[&str]>, paths: Option<&[&str]>) -> DomainEntry {
+    use crate::policy::rules::{PathRule, Rules};
+    let mut e = entry(host);
+    let methods = methods.map(|m| m.iter().map(|s| s.to_string()).collect());
+    let paths = paths.map(|p| p.iter().map(|s| PathRule::parse(s).unwrap()).collect());
+    e.rules = Some(std::sync::Arc::new(Rules::new(
+        host, methods, paths, false, false,
+    )));
+    e
+}
+
+#[test]
+fn rules_coverage() {
+    let get: &[&str] = &["GET"];
+    let get_post: &[&str] = &["GET", "POST"];
+    let acme: &[&str] = &["/repos/acme/*"];
+    #[rustfmt::skip]
+    let cases: &[(&str, DomainEntry, DomainEntry, bool)] = &[
+        ("methods_subset",            ruled("a.com", Some(get), None), ruled("a.com", Some(get_post), None), true),
+        ("methods_superset",          ruled("a.com", Some(get_post), None), ruled("a.com", Some(get), None), false),
+        ("no_methods_under_methods",  ruled("a.com", None, Some(acme)), ruled("a.com", Some(get), Some(acme)), false),
+        ("plain_under_methods",       entry("a.com"), ruled("a.com", Some(get), None), false),
+        ("plain_under_paths",         entry("a.com"), ruled("a.com", None, Some(acme)), false),
+        ("rules_under_plain",         ruled("a.com", Some(get), Some(acme)), entry("a.com"), true),
+        ("exact_path_in_prefix",      ruled("a.com", None, Some(&["/repos/acme/w"])), ruled("a.com", None, Some(acme)), true),
+        ("prefix_in_prefix",          ruled("a.com", None, Some(&["/repos/acme/w/*"])), ruled("a.com", None, Some(acme)), true),
+        ("prefix_not_in_exact",       ruled("a.com", None, Some(acme)), ruled("a.com", None, Some(&["/repos/acme/w"])), false),
+        ("one_path_outside",          ruled("a.com", None, Some(&["/repos/acme/w", "/user"])), ruled("a.com", None, Some(acme)), false),
+        ("sibling_prefix",            ruled("a.com", None, Some(&["/repos/acmex/*"])), ruled("a.com", None, Some(acme)), false),
+        ("rules_and_host_both_count", ruled("b.com", Some(get), None), ruled("a.com", Some(get), None), false),
+    ];
+    for (rule, r, o, want) in cases {
+        assert_eq!(entry_covered(r, o, PORTS), *want, "{rule}");
+    }
+}
+
+#[test]
+fn widening_by_rules_names_the_field() {
+    let text = r#"version = 1
+allowed_domains = [
+  { host = "git.test", access = "read-only" },
+  { host = "api.test", methods = ["GET"], paths = ["/repos/acme/*"] },
+]
+"#;
+    let org = OrgPolicy::from_toml(text, "org.toml").unwrap();
+    let req = RequestPolicy::from_json(
+        r#"{"type": "allowlist", "allowed_domains": ["git.test",
+            {"host": "api.test", "methods": ["GET"], "paths": ["/user"]},
+            {"host": "api.test", "methods": ["GET", "DELETE"], "paths": ["/repos/acme/x"]},
+            {"host": "api.test", "methods": ["GET"], "paths": ["/repos/acme/x/*"]}]}"#,
+        "request.json",
+    )
+    .unwrap();
+    let err = check_narrowing(&org, &[], &req).unwrap_err();
+    let read_only = "{ host = \"git.test\", access = \"read-only\" }";
+    let api = "{ host = \"api.test\", methods = [\"GET\"], paths = [\"/repos/acme/*\"] }";
+    assert_eq!(
+        err.offending,
+        vec![
+            format!("git.test: allows methods that `{read_only}` does not (its methods must be among them)"),
+            format!("{{ host = \"api.test\", methods = [\"GET\"], paths = [\"/user\"] }}: allows paths that `{api}` does not (its paths must be among them)"),
+            format!("{{ host = \"api.test\", methods = [\"GET\", \"DELETE\"], paths = [\"/repos/acme/x\"] }}: allows methods that `{api}` does not (its methods must be among them)"),
+        ]
+    );
+}
+
+fn methods_strategy() -> impl Strategy<Value = Option<Vec<&'static str>>> {
+    let one = prop_oneof![Just("GET"), Just("POST"), Just("HEAD")];
+    proptest::option::of(proptest::collection::vec(one, 1..=2))
+}
+
+fn paths_strategy() -> impl Strategy<Value = Option<Vec<&'static str>>> {
+    let one = prop_oneof![
+        Just("/a"),
+        Just("/a/*"),
+        Just("/a/b"),
+        Just("/a/b/*"),
+        Just("/b/*"),
+        Just("/*")
+    ];
+    proptest::option::of(proptest::collection::vec(one, 1..=2))
+}
+
+fn ruled_strategy() -> impl Strategy<Value = DomainEntry> {
+    (entry_strategy(), methods_strategy(), paths_strategy()).prop_map(|(e, m, p)| {
+        if m.is_none() && p.is_none() {
+            return e;
+        }
+        let text = e.text.to_string();
+        ruled(&text, m.as_deref(), p.as_deref())
+    })
+}
+
+proptest! {
+    /// The law with rules: covered means every host:port:method:path R allows, O allows.
+    #[test]
+    fn covered_means_every_request_r_allows_o_allows(
+        r in ruled_strategy(),
+        o in ruled_strategy(),
+        host in name_strategy(),
+        p in prop_oneof![Just(80u16), Just(443), Just(8080)],
+        method in prop_oneof![Just("GET"), Just("POST"), Just("HEAD")],
+        path in prop_oneof![Just("/"), Just("/a"), Just("/a/b"), Just("/a/b/c"), Just("/b/x")],
+    ) {
+        let host = HostName::parse(&format!("{host}.x")).unwrap();
+        let path = crate::policy::normalize_path(path).unwrap();
+        let allows = |e: &DomainEntry| {
+            e.matches(&host, p, PORTS)
+                && e.rules.as_ref().is_none_or(|x| x.allows_method(method) && x.allows_path(&path))
+        };
+        if entry_covered(&r, &o, PORTS) && allows(&r) {
+            prop_assert!(allows(&o), "{} covered by {} but {method} {host}:{p}{path}", r.rule(), o.rule());
+        }
+        let one = DomainSet::from_entries(vec![o.clone()]);
+        prop_assert_eq!(set_covers(&one, &r, PORTS), entry_covered(&r, &o, PORTS));
+    }
+}

@@ -10,8 +10,10 @@ use ipnet::IpNet;
 use super::address::refused_class;
 use super::compile::{Mode, NameProbe, OrgPolicy, RequestPolicy, SharedHostingAction};
 use super::host::{Host, HostName};
+pub use super::request_rules::Http;
+use super::request_rules::{allowed, any_inspected, find_entry, refuse, Found};
 use super::shared_hosting;
-use super::steps::{Match, NoTrace, Step, Trace};
+use super::steps::{NoTrace, Step, Trace};
 pub use super::verdict::{Decision, Level, Reason, Verdict, VerdictKind};
 
 /// Where a request wants to go.
@@ -31,20 +33,68 @@ pub struct Effective<'a> {
 
 /// Decide a target by name or literal IP (the order of judgement in
 /// docs/reference/answers.md, steps 4 to 6).
+///
+/// This is the decision of a `CONNECT`: it checks no method or path, so an entry with
+/// rules allows it like any entry; [`Effective::must_intercept`] says whether its tunnel
+/// must then be intercepted to judge each request inside.
 pub fn decide(eff: &Effective, target: &Target) -> Decision {
-    decide_traced(eff, target, &mut NoTrace)
+    decide_traced(eff, target, None, &mut NoTrace)
+}
+
+/// [`decide`] for a request whose method and normalised path are known (plain HTTP, or a
+/// request inside an intercepted tunnel): the entries' `methods` and `paths` apply, and a
+/// request they do not allow is `method_not_allowed` or `path_not_allowed` (SPEC 12, 16).
+pub fn decide_request(eff: &Effective, target: &Target, http: &Http) -> Decision {
+    decide_traced(eff, target, Some(http), &mut NoTrace)
 }
 
 /// [`decide`], with the steps it took up to the one that decided.
 pub fn explain(eff: &Effective, target: &Target) -> (Decision, Vec<Step>) {
+    explain_request(eff, target, None)
+}
+
+/// [`decide_request`] (or [`decide`] when `http` is `None`), with its steps.
+pub fn explain_request(
+    eff: &Effective,
+    target: &Target,
+    http: Option<&Http>,
+) -> (Decision, Vec<Step>) {
     let mut steps = Vec::new();
-    let decision = decide_traced(eff, target, &mut steps);
+    let decision = decide_traced(eff, target, http, &mut steps);
     (decision, steps)
 }
 
-fn decide_traced(eff: &Effective, target: &Target, trace: &mut impl Trace) -> Decision {
+impl Effective<'_> {
+    /// Whether a `CONNECT` (or transparent TLS connection) to `target` must be
+    /// intercepted (SPEC 16, "Which connections are intercepted"): some entry matching
+    /// its host and port, at the organization or any request level, has `methods`,
+    /// `paths`, `access` or `inspect`. Always `false` for a literal IP (entries with
+    /// rules name hosts). For plain HTTP it says whether the rules need the path.
+    pub fn must_intercept(&self, target: &Target) -> bool {
+        let Host::Name(name) = &target.host else {
+            return false;
+        };
+        let probe = NameProbe::new(name);
+        let ports = &self.org.allowed_ports;
+        let port = target.port;
+        any_inspected(self.org.allowed.matching_probe(&probe), port, ports)
+            || self.levels.iter().any(|level| match level {
+                RequestPolicy::Allowlist { domains, .. } => {
+                    any_inspected(domains.matching_probe(&probe), port, ports)
+                }
+                RequestPolicy::Disabled => false,
+            })
+    }
+}
+
+fn decide_traced(
+    eff: &Effective,
+    target: &Target,
+    http: Option<&Http>,
+    trace: &mut impl Trace,
+) -> Decision {
     let (decision, shared) = match &target.host {
-        Host::Name(name) => decide_name(eff, name, target.port, trace),
+        Host::Name(name) => decide_name(eff, name, target.port, http, trace),
         Host::Ip(ip) => (decide_ip(eff, *ip, target.port, trace), false),
     };
     let mut decision = relax(eff.org, decision);
@@ -75,6 +125,7 @@ fn decide_name(
     eff: &Effective,
     host: &HostName,
     port: u16,
+    http: Option<&Http>,
     trace: &mut impl Trace,
 ) -> (Decision, bool) {
     let org = eff.org;
@@ -85,7 +136,7 @@ fn decide_name(
         name: host.clone(),
         port,
     });
-    let decision = judge_name(eff, &probe, shared, port, trace);
+    let decision = judge_name(eff, &probe, shared, (port, http), trace);
     (decision, shared.is_some())
 }
 
@@ -94,7 +145,7 @@ fn judge_name(
     eff: &Effective,
     probe: &NameProbe,
     shared: Option<&str>,
-    port: u16,
+    (port, http): (u16, Option<&Http>),
     trace: &mut impl Trace,
 ) -> Decision {
     let org = eff.org;
@@ -104,57 +155,28 @@ fn judge_name(
         .matching_probe(probe)
         .find(|e| e.port.is_none_or(|p| p == port));
     trace.step(|| Step::OrgDenied {
-        rule: denied.map(|e| e.text.clone()),
+        rule: denied.map(|e| e.rule().clone()),
     });
     if let Some(e) = denied {
-        return Decision::deny(Reason::DeniedDomain, Level::Org, Some(e.text.clone()));
+        return Decision::deny(Reason::DeniedDomain, Level::Org, Some(e.rule().clone()));
     }
     let ports = &org.allowed_ports;
-    let mut matching = org.allowed.matching_probe(probe).peekable();
-    let Some(first) = matching.peek().copied() else {
-        trace.step(|| Step::OrgAllowed(Match::None));
-        return Decision::deny(Reason::NotInOrgAllowlist, Level::Org, None);
+    let rule = match find_entry(org.allowed.matching_probe(probe), port, ports, http) {
+        Found::Allowed(e) => e,
+        found => return refuse(found, Level::Org, None, port, ports, http, trace),
     };
-    let Some(rule) = matching.find(|e| e.allows_port(port, ports)) else {
-        let rule = first.text.clone();
-        trace.step(|| Step::OrgAllowed(other_port(&rule, port, ports)));
-        return Decision::deny(Reason::PortNotAllowed, Level::Org, Some(rule));
-    };
-    trace.step(|| {
-        Step::OrgAllowed(Match::Port {
-            rule: rule.text.clone(),
-            port,
-        })
-    });
+    trace.step(|| Step::OrgAllowed(allowed(rule, port, http)));
     for (i, level) in eff.levels.iter().enumerate() {
         let RequestPolicy::Allowlist { domains, .. } = level else {
             trace.step(|| Step::RequestDisabled { level: i });
             return Decision::deny(Reason::NetworkDisabled, Level::Request, None);
         };
-        let mut matching = domains.matching_probe(probe).peekable();
-        let Some(first) = matching.peek().copied() else {
-            trace.step(|| Step::RequestAllowed {
+        match find_entry(domains.matching_probe(probe), port, ports, http) {
+            Found::Allowed(e) => trace.step(|| Step::RequestAllowed {
                 level: i,
-                found: Match::None,
-            });
-            return Decision::deny(Reason::NotInRequestPolicy, Level::Request, None);
-        };
-        match matching.find(|e| e.allows_port(port, ports)) {
-            Some(e) => trace.step(|| Step::RequestAllowed {
-                level: i,
-                found: Match::Port {
-                    rule: e.text.clone(),
-                    port,
-                },
+                found: allowed(e, port, http),
             }),
-            None => {
-                let rule = first.text.clone();
-                trace.step(|| Step::RequestAllowed {
-                    level: i,
-                    found: other_port(&rule, port, ports),
-                });
-                return Decision::deny(Reason::PortNotAllowed, Level::Request, Some(rule));
-            }
+            found => return refuse(found, Level::Request, Some(i), port, ports, http, trace),
         }
     }
     trace.step(|| Step::SharedHosting {
@@ -166,15 +188,7 @@ fn judge_name(
             return Decision::deny(Reason::SharedHosting, Level::Org, Some(Arc::from(why)));
         }
     }
-    Decision::allow(allow_level(eff), Some(rule.text.clone()))
-}
-
-fn other_port(rule: &Arc<str>, port: u16, ports: &[u16]) -> Match {
-    Match::OtherPort {
-        rule: rule.clone(),
-        port,
-        ports: ports.to_vec(),
-    }
+    Decision::allow(allow_level(eff), Some(rule.rule().clone()))
 }
 
 /// `net` contains `ip`, judging an IPv4-mapped IPv6 address by its IPv4 address too.

@@ -324,6 +324,9 @@ fn reasons_spell_and_map_to_status() {
             "auth_required",
             "limit_exceeded",
             "audit_unavailable",
+            "method_not_allowed",
+            "path_not_allowed",
+            "upload_budget_exceeded",
         ]
     );
     for r in Reason::ALL {
@@ -339,6 +342,8 @@ fn reasons_spell_and_map_to_status() {
         (Reason::NetworkDisabled, 403, true), (Reason::PortNotAllowed, 403, true),
         (Reason::SharedHosting, 403, true), (Reason::AuthRequired, 407, false),
         (Reason::LimitExceeded, 429, false), (Reason::AuditUnavailable, 503, false),
+        (Reason::MethodNotAllowed, 403, true), (Reason::PathNotAllowed, 403, true),
+        (Reason::UploadBudgetExceeded, 403, false),
     ];
     for (r, code, relaxed) in status {
         assert_eq!(

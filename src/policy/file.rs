@@ -13,7 +13,7 @@ pub const VERSION: i64 = 1;
 pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
 
 /// The keys of the organization file's top level, in the order the compiler takes them.
-pub const ORG_KEYS: [&str; 10] = [
+pub const ORG_KEYS: [&str; 12] = [
     "version",
     "name",
     "mode",
@@ -24,7 +24,12 @@ pub const ORG_KEYS: [&str; 10] = [
     "default_network_policy",
     "shared_hosting",
     "tunnels",
+    "credentials",
+    "limits",
 ];
+
+/// The keys of one `[[credentials]]` table.
+pub const CREDENTIAL_KEYS: [&str; 3] = ["host", "header", "value_file"];
 
 /// The keys of `[shared_hosting]`.
 pub const SHARED_HOSTING_KEYS: [&str; 2] = ["action", "extra_domains"];
@@ -32,11 +37,29 @@ pub const SHARED_HOSTING_KEYS: [&str; 2] = ["action", "extra_domains"];
 /// The keys of `[tunnels]`.
 pub const TUNNELS_KEYS: [&str; 2] = ["require_tls", "require_sni"];
 
+/// The keys of `[limits]`.
+pub const LIMITS_KEYS: [&str; 1] = ["upload_bytes"];
+
 /// The keys of a request policy (a JSON file, or the inline `default_network_policy`).
-pub const POLICY_KEYS: [&str; 3] = ["type", "allowed_domains", "allowed_cidrs"];
+pub const POLICY_KEYS: [&str; 4] = [
+    "type",
+    "allowed_domains",
+    "allowed_cidrs",
+    "max_upload_bytes",
+];
 
 /// The keys of a request policy of `"type": "disabled"`: nothing but the type.
 pub const DISABLED_KEYS: [&str; 1] = ["type"];
+
+/// The keys of an `allowed_domains` entry written as a table (SPEC 12).
+pub const ENTRY_KEYS: [&str; 5] = ["host", "methods", "paths", "access", "inspect"];
+
+/// An entry's `access`: the only value there is, a name for `GET`, `HEAD`, `OPTIONS`.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+pub enum RawAccess {
+    #[serde(rename = "read-only")]
+    ReadOnly,
+}
 
 /// `mode`. The variant names (and serde's "unknown variant" message) come from here.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]

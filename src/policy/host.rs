@@ -8,6 +8,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
+use super::rules::Rules;
+
 /// Why a string is not a valid host name or host.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HostError {
@@ -304,8 +306,10 @@ pub struct DomainEntry {
     pub pattern: DomainPattern,
     pub port: Option<u16>,
     /// Shared, so a [`Decision`](super::decide::Decision) names its rule without
-    /// allocating.
+    /// allocating. For an entry written as a table, the `host` value.
     pub text: Arc<str>,
+    /// The request rules of an entry written as a table (`None`: every method and path).
+    pub rules: Option<Arc<Rules>>,
 }
 
 impl DomainEntry {
@@ -364,7 +368,23 @@ impl DomainEntry {
             pattern,
             port,
             text: Arc::from(s),
+            rules: None,
         })
+    }
+
+    /// What a decision names as its `rule`: the pattern as written, or for an entry with
+    /// rules the whole entry (so two entries for one host are told apart).
+    pub fn rule(&self) -> &Arc<str> {
+        match &self.rules {
+            Some(r) => &r.label,
+            None => &self.text,
+        }
+    }
+
+    /// Whether a `CONNECT` it allows must be intercepted (SPEC 16): it has `methods`,
+    /// `paths`, `access` or `inspect`.
+    pub fn inspected(&self) -> bool {
+        self.rules.is_some()
     }
 
     pub fn matches_host(&self, host: &HostName) -> bool {

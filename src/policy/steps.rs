@@ -46,6 +46,20 @@ pub enum Match {
         port: u16,
         ports: Vec<u16>,
     },
+    /// `rule`, an entry with rules, allows the request's method and path.
+    Request {
+        rule: Arc<str>,
+        method: String,
+        path: String,
+    },
+    /// The entries matching name and port (`rule` the first) allow other methods.
+    OtherMethod { rule: Arc<str>, method: String },
+    /// The entries allowing the method (`rule` the first) allow other paths.
+    OtherPath {
+        rule: Arc<str>,
+        method: String,
+        path: String,
+    },
 }
 
 /// Where [`decide`] reports its steps: nowhere on the request path, a list for `check`.

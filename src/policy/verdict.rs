@@ -73,10 +73,16 @@ pub enum Reason {
     LimitExceeded,
     /// The audit log cannot be written: nothing is let through unrecorded.
     AuditUnavailable,
+    /// The entries matching host and port allow other methods (SPEC 12).
+    MethodNotAllowed,
+    /// The entries allowing the method allow other paths (SPEC 12).
+    PathNotAllowed,
+    /// The upload budget (`[limits] upload_bytes`, `max_upload_bytes`) is spent.
+    UploadBudgetExceeded,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 16] = [
+    pub const ALL: [Reason; 19] = [
         Reason::NotInOrgAllowlist,
         Reason::NotInRequestPolicy,
         Reason::NetworkDisabled,
@@ -93,6 +99,9 @@ impl Reason {
         Reason::AuthRequired,
         Reason::LimitExceeded,
         Reason::AuditUnavailable,
+        Reason::MethodNotAllowed,
+        Reason::PathNotAllowed,
+        Reason::UploadBudgetExceeded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -113,6 +122,9 @@ impl Reason {
             Reason::AuthRequired => "auth_required",
             Reason::LimitExceeded => "limit_exceeded",
             Reason::AuditUnavailable => "audit_unavailable",
+            Reason::MethodNotAllowed => "method_not_allowed",
+            Reason::PathNotAllowed => "path_not_allowed",
+            Reason::UploadBudgetExceeded => "upload_budget_exceeded",
         }
     }
 
@@ -137,6 +149,8 @@ impl Reason {
                 | Reason::NetworkDisabled
                 | Reason::PortNotAllowed
                 | Reason::SharedHosting
+                | Reason::MethodNotAllowed
+                | Reason::PathNotAllowed
         )
     }
 }

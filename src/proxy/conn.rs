@@ -190,7 +190,7 @@ async fn handle(
     let client = unanswered.answered();
     count_approved(&state, &client, &approved);
     match client.asked {
-        Asked::Connect => tunnel::open(req, approved, state, client, done).await,
+        Asked::Connect => tunnel::open(req, approved, state, client, done, upstream.clone()).await,
         _ => forward::forward(req, approved, state, client, upstream).await,
     }
 }

@@ -2,7 +2,7 @@
 //! authority, the request sent over a pooled connection to a checked address.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 
@@ -13,16 +13,18 @@ use hyper::header::{
     HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION,
     TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
+use hyper::http::uri::PathAndQuery;
 use hyper::{Request, Response, StatusCode, Uri};
 
-use super::judge::Approved;
+use super::budget::{self, Budgeted};
+use super::judge::{Approved, Judged};
 use super::pool::{Lease, SendError, Upstream};
-use super::record::{audit_allowed, plain_url, Client};
+use super::record::{audit_allowed, audit_cut, inspected_url, plain_url, Client};
 use super::refusal::Failure;
 use super::state::State;
-use super::{answer, Body};
+use super::{answer, Body, BoxError};
 use crate::net::dial::DialError;
-use crate::policy::Host;
+use crate::policy::{Host, NormalPath};
 
 /// Headers that describe one hop and are never forwarded
 /// (docs/reference/answers.md, "What upstream sees"), besides those the
@@ -52,28 +54,40 @@ pub async fn forward(
     upstream: &Arc<Upstream>,
 ) -> Response<Body> {
     // The URL is only for the allowed record: no string built when none is written.
-    let url = if state.audit_allowed {
-        plain_url(&req)
+    let url = if state.audit_allowed || approved.budget.budget().is_some() {
+        match &approved.upstream_tls {
+            None => plain_url(&req),
+            Some(_) => Some(inspected_url(&req, &approved.target)),
+        }
     } else {
         None
     };
     let (mut parts, body) = req.into_parts();
     let up_bytes = Arc::new(AtomicU64::new(0));
-    let counter = up_bytes.clone();
-    let body = body
-        .map_frame(move |frame| {
-            if let Some(data) = frame.data_ref() {
-                counter.fetch_add(data.len() as u64, Ordering::Relaxed);
-            }
-            frame
-        })
-        .boxed();
+    let cut = Arc::new(AtomicBool::new(false));
+    // Body bytes are drawn from the upload budget as they go; a body that does not fit
+    // is cut, and the upstream request with it.
+    let body = Budgeted::new(body, approved.budget.clone(), up_bytes.clone(), cut.clone()).boxed();
     strip_hop_by_hop(&mut parts.headers);
+    let default_port = match approved.upstream_tls {
+        None => 80,
+        Some(_) => 443,
+    };
     parts.headers.insert(
         HOST,
-        host_value(&approved.target.host, approved.target.port),
+        host_value(&approved.target.host, approved.target.port, default_port),
     );
-    parts.uri = origin_form(&parts.uri);
+    // `[[credentials]]` of the approved host, replacing what the client sent; set after
+    // the client's headers are taken apart, so only the approved host ever gets them.
+    approved
+        .policies
+        .credentials
+        .apply(&approved.target.host, &mut parts.headers);
+    let judged = match &approved.judged {
+        Judged::Path(path) => Some(path),
+        _ => None,
+    };
+    parts.uri = origin_form(&parts.uri, judged);
     let head_up = parts.method.as_str().len() + parts.uri.path().len() + head_len(&parts.headers);
     up_bytes.fetch_add(head_up as u64, Ordering::Relaxed);
     let upstream_req = Request::from_parts(parts, body);
@@ -86,11 +100,25 @@ pub async fn forward(
         approved,
         url,
         up: up_bytes,
+        cut,
         dialed: None,
         armed: true,
     };
-    let (resp, lease) = match upstream.send(&record.approved.addrs, upstream_req).await {
+    let (resp, lease) = match upstream
+        .send(
+            &record.approved.addrs,
+            upstream_req,
+            record.approved.upstream_tls.as_ref(),
+        )
+        .await
+    {
         Ok(sent) => sent,
+        Err(SendError::Upstream(e)) if budget::is_spent(&e) => {
+            // No answer had started: the client is told why its request was cut. The
+            // record (written when `record` is dropped) says so too.
+            let refusal = record.cut_refusal();
+            return answer::refuse(&refusal, &request_id);
+        }
         Err(e) => {
             let failure = upstream_failure(&e, &record.approved);
             tracing::info!(request_id = %request_id, error = %e, "{}", failure.message);
@@ -115,7 +143,7 @@ pub async fn forward(
         ended: false,
         lease: Some((lease, upstream.clone())),
     };
-    Response::from_parts(parts, body.boxed())
+    Response::from_parts(parts, body.map_err(BoxError::from).boxed())
 }
 
 /// About what a head takes on the wire: its headers plus a request or status line.
@@ -157,26 +185,35 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// The `Host` upstream sees: the approved authority, the port only when not 80.
-fn host_value(host: &Host, port: u16) -> HeaderValue {
-    let text = match (host, port) {
-        (Host::Ip(std::net::IpAddr::V6(v6)), 80) => format!("[{v6}]"),
-        (_, 80) => host.to_string(),
+/// The `Host` upstream sees: the approved authority, the port only when not the
+/// scheme's default.
+fn host_value(host: &Host, port: u16, default_port: u16) -> HeaderValue {
+    let text = match host {
+        Host::Ip(std::net::IpAddr::V6(v6)) if port == default_port => format!("[{v6}]"),
+        _ if port == default_port => host.to_string(),
         _ => host.authority(port),
     };
     HeaderValue::from_maybe_shared(Bytes::from(text))
         .expect("a normalised host is a valid header value")
 }
 
-/// The request target upstream sees: the origin form (path and query) of `original`.
-fn origin_form(original: &Uri) -> Uri {
+/// The request target upstream sees: the origin form (path and query) of `original`,
+/// with the normalised path the rules judged in place of the path when there is one.
+fn origin_form(original: &Uri, judged: Option<&NormalPath>) -> Uri {
     let mut parts = hyper::http::uri::Parts::default();
-    parts.path_and_query = Some(
-        original
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| hyper::http::uri::PathAndQuery::from_static("/")),
-    );
+    let path_and_query = match (judged, original.path_and_query()) {
+        (Some(path), pq) => {
+            let text = match pq.and_then(|pq| pq.query()) {
+                Some(query) => format!("{path}?{query}"),
+                None => path.to_string(),
+            };
+            PathAndQuery::from_maybe_shared(Bytes::from(text))
+                .expect("a normalised path and a query that parsed are a valid target")
+        }
+        (None, Some(pq)) => pq.clone(),
+        (None, None) => PathAndQuery::from_static("/"),
+    };
+    parts.path_and_query = Some(path_and_query);
     Uri::from_parts(parts).expect("a path alone is a valid URI")
 }
 
@@ -184,6 +221,13 @@ fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
     match e {
         SendError::Dial(DialError::Timeout) => Failure::connect(&approved.target, true),
         SendError::Dial(_) => Failure::connect(&approved.target, false),
+        SendError::Tls(e) => {
+            let target = approved.target.host.authority(approved.target.port);
+            Failure {
+                status: StatusCode::BAD_GATEWAY,
+                message: format!("TLS with upstream {target} failed: {e}"),
+            }
+        }
         SendError::Upstream(_) => {
             let target = approved.target.host.authority(approved.target.port);
             Failure {
@@ -203,12 +247,25 @@ struct AllowedRecord {
     approved: Approved,
     url: Option<String>,
     up: Arc<AtomicU64>,
+    /// Set when the upload budget cut the request body.
+    cut: Arc<AtomicBool>,
     /// The address the request went to, once known.
     dialed: Option<std::net::SocketAddr>,
     armed: bool,
 }
 
 impl AllowedRecord {
+    /// The refusal of a request whose body the upload budget cut.
+    fn cut_refusal(&self) -> super::refusal::Refusal {
+        let approved = &self.approved;
+        let budget = approved.budget.budget().expect("only a budget cuts a body");
+        let mut refusal = budget::refusal(&approved.target, budget)
+            .in_session(&approved.session)
+            .with_detail("the request body went past the upload budget: it was cut");
+        refusal.resolved_ip = self.dialed.map(|d| d.ip());
+        refusal
+    }
+
     fn write(&mut self, down: u64) {
         if !std::mem::take(&mut self.armed) {
             return;
@@ -218,6 +275,11 @@ impl AllowedRecord {
         metrics.bytes_up.inc_by(up);
         metrics.bytes_down.inc_by(down);
         let (state, client, approved) = (&self.state, &self.client, &self.approved);
+        if approved.budget.budget().is_some() && self.cut.load(Ordering::Relaxed) {
+            let refusal = self.cut_refusal();
+            audit_cut(state, client, &refusal, self.url.take(), (up, down));
+            return;
+        }
         audit_allowed(
             state,
             client,

@@ -73,10 +73,6 @@ pub struct Watched<S> {
 }
 
 impl<S> Watched<S> {
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
     /// The stream and its byte count, for a copy loop that counts by itself.
     pub fn into_parts(self) -> (S, Arc<AtomicU64>) {
         (self.inner, self.read)

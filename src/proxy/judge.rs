@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use hyper::{Request, StatusCode};
 
+use super::budget::{self, Allowance};
 use super::record::{audit_would_deny, plain_url, Client};
 use super::refusal::{Failure, Refusal, Stop};
 use super::request;
@@ -17,7 +18,8 @@ use crate::load::Policies;
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
 use crate::policy::{
-    check_narrowing, decide, Decision, Effective, Host, Reason, RequestPolicy, Verdict,
+    check_narrowing, decide, decide_request, upload_budget, Budget, Decision, Effective, Host,
+    Http, NormalPath, Reason, RequestPolicy, Verdict,
 };
 use crate::session::{AuthError, Session};
 
@@ -34,50 +36,232 @@ pub struct Approved {
     pub session: Option<Arc<Session>>,
     /// When the request was allowed, for the decision-to-first-byte latency.
     pub decided_at: Instant,
+    /// A request read inside an intercepted tunnel goes upstream over TLS verified for
+    /// this name (the `CONNECT` host); `None` for plain HTTP and for tunnels.
+    pub upstream_tls: Option<Arc<str>>,
+    /// The request's `X-Network-Policy`: a `CONNECT`'s narrows every request read
+    /// inside its tunnel when it is intercepted.
+    pub header: Option<RequestPolicy>,
+    /// How rules judged it: the path to send upstream, or a tunnel to intercept.
+    pub judged: Judged,
+    /// What it may send upstream: its session's (or the proxy's) upload budget.
+    pub budget: Allowance,
 }
 
 /// Judge `req`: Ok with the approved addresses, or why it stops.
 pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Result<Approved, Stop> {
     request::head_within(req, state.limits.max_header_bytes)?;
     let target = request::target(req)?;
-    if state.audit.refusing() {
-        // Nothing goes through unrecorded (docs/reference/audit-log.md).
-        let refusal = Refusal::new(
-            Reason::AuditUnavailable,
-            target.host.to_string(),
-            target.port,
-        )
-        .with_detail("the audit log cannot be written; every request is refused until it can");
-        return Err(refusal.into());
-    }
+    refuse_while_unaudited(state, &target)?;
     let policies = state.policies();
     let session = credentials(req, state, &target)?;
     let tag = |r: Refusal| r.in_session(&session);
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
-    let mut levels = base_levels(&policies, session.as_deref(), &target).map_err(tag)?;
-    if let Some(narrower) = &header {
+    let asked = Asking::of(req);
+    let headers = [header.as_ref()];
+    let judged = decide_levels(&policies, session.as_deref(), &headers, &target, &asked);
+    let (decision, judged, limit) = judged.map_err(tag)?;
+    settle(&decision, &target, &session, state, client, || {
+        plain_url(req)
+    })
+    .await?;
+    if matches!(judged, Judged::Intercept) && state.interception.is_none() {
+        // Rules that cannot be enforced without reading the requests: refused whole.
+        let refusal = Refusal::from_decision(&decision, Reason::MethodNotAllowed, &target)
+            .with_detail("this host's rules need its requests read, and the proxy has no --ca");
+        return Err(tag(refusal).into());
+    }
+    // The budget comes last of the policy's judgements, before any lookup.
+    let allowance = state.budgets.allowance(session.as_ref(), limit);
+    budget::admit(req, &allowance, &target).map_err(tag)?;
+    let addrs = checked_addrs(&decision, &policies, &session, &headers, &target, state).await?;
+    Ok(Approved {
+        addrs,
+        target,
+        decision,
+        policies,
+        session,
+        decided_at: Instant::now(),
+        upstream_tls: None,
+        header,
+        judged,
+        budget: allowance,
+    })
+}
+
+/// Judge a request read inside an intercepted tunnel (docs/reference/inspection.md):
+/// the tunnel's target, session and policies (those the `CONNECT` was decided with),
+/// narrowed by the `CONNECT`'s `X-Network-Policy` and then the request's own, decided by
+/// the same code as every other request. It goes to the tunnel's checked addresses.
+pub async fn judge_inner<B>(
+    req: &Request<B>,
+    tunnel: &Approved,
+    state: &State,
+    client: &Client,
+) -> Result<Approved, Stop> {
+    request::head_within(req, state.limits.max_header_bytes)?;
+    let session = tunnel.session.clone();
+    let tag = |r: Refusal| r.in_session(&session);
+    let target = request::inner_target(req, &tunnel.target).map_err(tag)?;
+    refuse_while_unaudited(state, &target)?;
+    let policies = tunnel.policies.clone();
+    let header = request::header_policy(req.headers(), &target).map_err(tag)?;
+    let headers = [tunnel.header.as_ref(), header.as_ref()];
+    let asked = Asking::of(req);
+    let judged = decide_levels(&policies, session.as_deref(), &headers, &target, &asked);
+    let (decision, judged, limit) = judged.map_err(tag)?;
+    let url = || Some(super::record::inspected_url(req, &target));
+    settle(&decision, &target, &session, state, client, url).await?;
+    // The tunnel's session (or the proxy) pays for what each request inside sends.
+    let allowance = state.budgets.allowance(session.as_ref(), limit);
+    budget::admit(req, &allowance, &target).map_err(tag)?;
+    Ok(Approved {
+        target,
+        addrs: tunnel.addrs.clone(),
+        decision,
+        policies,
+        session,
+        decided_at: Instant::now(),
+        upstream_tls: Some(Arc::from(tunnel.target.host.to_string())),
+        header: None,
+        judged,
+        budget: allowance,
+    })
+}
+
+/// Nothing goes through unrecorded (docs/reference/audit-log.md).
+fn refuse_while_unaudited(state: &State, target: &Target) -> Result<(), Refusal> {
+    if !state.audit.refusing() {
+        return Ok(());
+    }
+    let refusal = Refusal::new(
+        Reason::AuditUnavailable,
+        target.host.to_string(),
+        target.port,
+    )
+    .with_detail("the audit log cannot be written; every request is refused until it can");
+    Err(refusal)
+}
+
+/// Step 3: the request levels, then each narrowing header in order, checked to narrow
+/// what is above it.
+fn levels<'a>(
+    policies: &'a Policies,
+    session: Option<&'a Session>,
+    headers: &[Option<&'a RequestPolicy>],
+    target: &Target,
+) -> Result<Vec<&'a RequestPolicy>, Refusal> {
+    let mut levels = base_levels(policies, session, target)?;
+    for narrower in headers.iter().flatten() {
         if let Err(widening) = check_narrowing(&policies.org, &levels, narrower) {
             let what = "X-Network-Policy widens the policy";
-            return Err(tag(Refusal::widening(&target, &widening, what)).into());
+            return Err(Refusal::widening(target, &widening, what));
         }
         levels.push(narrower);
     }
+    Ok(levels)
+}
+
+/// What a request asks beyond its destination: a method and a path, or a tunnel.
+enum Asking<'r> {
+    Request { method: &'r str, path: &'r str },
+    Tunnel,
+}
+
+impl<'r> Asking<'r> {
+    fn of<B>(req: &'r Request<B>) -> Asking<'r> {
+        match *req.method() {
+            hyper::Method::CONNECT => Asking::Tunnel,
+            ref method => Asking::Request {
+                method: method.as_str(),
+                path: req.uri().path_and_query().map_or("/", |p| p.as_str()),
+            },
+        }
+    }
+}
+
+/// How a request was judged beyond its host and port.
+#[derive(Debug, Clone)]
+pub enum Judged {
+    /// No entry that matched had rules: the request goes on as it came.
+    Whole,
+    /// Its path was judged in this normalised form, which is what upstream is sent.
+    Path(NormalPath),
+    /// A tunnel whose requests must be judged one by one (intercepted).
+    Intercept,
+}
+
+/// Steps 3 and 4: the levels and the decision. Where an entry matching the destination
+/// has rules (docs/reference/policy-files.md, "Entries with rules"), a request is judged
+/// by its method and normalised path too (a path that does not normalise is
+/// `invalid_request`), and a tunnel is marked for interception.
+fn decide_levels(
+    policies: &Policies,
+    session: Option<&Session>,
+    headers: &[Option<&RequestPolicy>],
+    target: &Target,
+    asked: &Asking,
+) -> Result<(Decision, Judged, Option<Budget>), Refusal> {
+    let levels = levels(policies, session, headers, target)?;
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
     };
-    let decision = decide(&eff, &target);
-    match decision.verdict {
-        Verdict::Deny(reason) => {
-            return Err(tag(Refusal::from_decision(&decision, reason, &target)).into())
-        }
-        Verdict::WouldDeny(reason) => {
-            let would = tag(Refusal::from_decision(&decision, reason, &target));
-            // Boxed for the same reason as the denial's record in `conn::handle`.
-            Box::pin(audit_would_deny(state, client, &would, plain_url(req))).await;
-        }
-        Verdict::Allow => {}
+    // Section 13's budget: the narrowest of the levels in force.
+    let budget = upload_budget(&policies.org, &levels);
+    if !eff.must_intercept(target) {
+        return Ok((decide(&eff, target), Judged::Whole, budget));
     }
+    match *asked {
+        Asking::Tunnel => Ok((decide(&eff, target), Judged::Intercept, budget)),
+        Asking::Request { method, path } => {
+            let path = request::normal_path(path, target)?;
+            let decision = decide_request(
+                &eff,
+                target,
+                &Http {
+                    method,
+                    path: &path,
+                },
+            );
+            Ok((decision, Judged::Path(path), budget))
+        }
+    }
+}
+
+/// A denial stops here; a denial report mode lets through is recorded and goes on.
+async fn settle(
+    decision: &Decision,
+    target: &Target,
+    session: &Option<Arc<Session>>,
+    state: &State,
+    client: &Client,
+    url: impl FnOnce() -> Option<String>,
+) -> Result<(), Stop> {
+    match decision.verdict {
+        Verdict::Deny(reason) => Err(Refusal::from_decision(decision, reason, target)
+            .in_session(session)
+            .into()),
+        Verdict::WouldDeny(reason) => {
+            let would = Refusal::from_decision(decision, reason, target).in_session(session);
+            // Boxed for the same reason as the denial's record in `conn::handle`.
+            Box::pin(audit_would_deny(state, client, &would, url())).await;
+            Ok(())
+        }
+        Verdict::Allow => Ok(()),
+    }
+}
+
+/// Step 5, for an allowed request: resolve a name, and keep the addresses that pass the
+/// address check (under the same levels the request was decided with).
+async fn checked_addrs(
+    decision: &Decision,
+    policies: &Policies,
+    session: &Option<Arc<Session>>,
+    headers: &[Option<&RequestPolicy>],
+    target: &Target,
+    state: &State,
+) -> Result<Vec<CheckedAddr>, Stop> {
     let ips = match &target.host {
         Host::Ip(ip) => vec![*ip],
         Host::Name(name) => {
@@ -91,6 +275,12 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
             })?
         }
     };
+    let tag = |r: Refusal| Stop::from(r.in_session(session));
+    let levels = levels(policies, session.as_deref(), headers, target).map_err(tag)?;
+    let eff = Effective {
+        org: &policies.org,
+        levels: &levels,
+    };
     let mut addrs: Vec<CheckedAddr> = Vec::with_capacity(ips.len());
     let mut refused = None;
     for ip in ips {
@@ -103,20 +293,12 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     if addrs.is_empty() {
         let (verdict, reason, ip) =
             refused.expect("a lookup that succeeded returned at least one address");
-        let mut refusal = Refusal::from_decision(&verdict, reason, &target);
+        let mut refusal = Refusal::from_decision(&verdict, reason, target);
         refusal.shared_hosting = decision.shared_hosting;
         refusal.resolved_ip = Some(ip);
-        return Err(tag(refusal).into());
+        return Err(tag(refusal));
     }
-    drop(levels);
-    Ok(Approved {
-        target,
-        addrs,
-        decision,
-        policies,
-        session,
-        decided_at: Instant::now(),
-    })
+    Ok(addrs)
 }
 
 /// Step 2: the session named by `Proxy-Authorization`, if any. Wrong credentials are

@@ -14,17 +14,23 @@
 //! - [`record`]: what is being answered, and the audit records and metric counts of a
 //!   judged request.
 //! - [`answer`]: the one place a refusal becomes a response.
+//! - [`budget`]: upload budgets: each session's meter, the allowance a request or tunnel
+//!   draws from, and a request body cut when it is spent.
 //! - [`forward`]: plain HTTP forwarding; [`pool`] keeps each worker's upstream
 //!   connections open between requests.
 //! - [`tunnel`]: `CONNECT` tunnels; [`relay`] copies their bytes (on Linux bulk bytes
 //!   go through `splice`, socket to pipe to socket, read in batches), [`idle`] watches
 //!   for quiet ones and [`inspect`] judges their first bytes.
+//! - `intercept`: tunnels to inspected hosts, their TLS terminated with a leaf from
+//!   the CA, each request inside judged and forwarded like any other.
 
 pub mod answer;
+pub mod budget;
 mod conn;
 pub mod forward;
 pub mod idle;
 pub mod inspect;
+pub(crate) mod intercept;
 pub mod judge;
 pub mod limits;
 pub mod pool;
@@ -46,5 +52,9 @@ use http_body_util::combinators::BoxBody;
 pub use state::{Limits, Phase, State};
 pub use workers::Server;
 
-/// The body type of every response the proxy sends.
-pub type Body = BoxBody<Bytes, hyper::Error>;
+/// The body type of every response the proxy sends (and every request it forwards).
+pub type Body = BoxBody<Bytes, BoxError>;
+
+/// A body's error: hyper's, or the proxy's own (a request body cut by the upload
+/// budget, [`budget::Spent`]).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

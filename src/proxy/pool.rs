@@ -2,8 +2,10 @@
 //!
 //! Connections are made by [`dial`], so only checked addresses are ever reached, and are
 //! kept by the address they reached: a request can only be sent over a connection to one
-//! of its own approved addresses. Every worker thread has its own pool, so a connection's
-//! task runs on the thread of the requests that use it.
+//! of its own approved addresses. A TLS connection (to an inspected host,
+//! docs/reference/inspection.md) is kept by its address and the name its certificate was
+//! verified for, so it serves only requests for that name. Every worker thread has its
+//! own pool, so a connection's task runs on the thread of the requests that use it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -15,6 +17,9 @@ use hyper::body::{Body as _, Incoming};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 
 use super::Body;
 use crate::net::dial::{dial, CheckedAddr, DialError};
@@ -38,6 +43,18 @@ pub enum SendError {
     /// The connection failed during the exchange.
     #[error("{0}")]
     Upstream(#[from] hyper::Error),
+    /// The TLS handshake with upstream failed: its certificate did not verify for the
+    /// name, or it does not speak TLS.
+    #[error("TLS with upstream failed: {0}")]
+    Tls(std::io::Error),
+}
+
+/// What a kept connection serves: its checked address and, for TLS, the name its
+/// certificate was verified for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    addr: SocketAddr,
+    tls: Option<Arc<str>>,
 }
 
 /// A connection lent to one exchange; [`Upstream::put_back`] keeps it for the next
@@ -45,6 +62,7 @@ pub enum SendError {
 pub struct Lease {
     sender: SendRequest<Body>,
     addr: CheckedAddr,
+    tls: Option<Arc<str>>,
 }
 
 impl Lease {
@@ -62,32 +80,41 @@ struct Idle {
 /// The pool of one worker.
 pub struct Upstream {
     connect_timeout: Duration,
-    idle: Mutex<HashMap<SocketAddr, Vec<Idle>>>,
+    /// The client side of TLS to inspected hosts (`serve --ca`); `None` without it.
+    tls: Option<TlsConnector>,
+    idle: Mutex<HashMap<Key, Vec<Idle>>>,
 }
 
 impl Upstream {
-    pub fn new(connect_timeout: Duration) -> Upstream {
+    /// A pool that can also speak TLS to upstream, with `tls`.
+    pub fn with_tls(connect_timeout: Duration, tls: Option<Arc<rustls::ClientConfig>>) -> Upstream {
         Upstream {
             connect_timeout,
+            tls: tls.map(TlsConnector::from),
             idle: Mutex::new(HashMap::new()),
         }
     }
 
     /// Send `req` over a kept-open connection to one of `addrs`, or else over a new one
-    /// to the first of `addrs` (in order) that accepts.
+    /// to the first of `addrs` (in order) that accepts. With `tls`, over TLS verified
+    /// for that name.
     pub async fn send(
         &self,
         addrs: &[CheckedAddr],
         mut req: Request<Body>,
+        tls: Option<&Arc<str>>,
     ) -> Result<(Response<Incoming>, Lease), SendError> {
         // A kept-open connection that upstream closed meanwhile gives the request back
         // unsent; it then goes to the next one, or to a new connection.
-        while let Some((mut sender, addr, idle)) = self.checkout(addrs) {
+        while let Some((mut sender, addr, idle)) = self.checkout(addrs, tls) {
             let again = (idle >= RETRY_AFTER_IDLE)
                 .then(|| retry_copy(&req))
                 .flatten();
             match sender.try_send_request(req).await {
-                Ok(resp) => return Ok((resp, Lease { sender, addr })),
+                Ok(resp) => {
+                    let tls = tls.cloned();
+                    return Ok((resp, Lease { sender, addr, tls }));
+                }
                 Err(mut e) => match (e.take_message(), again) {
                     (Some(unsent), _) => req = unsent,
                     (None, Some(copy)) => {
@@ -100,14 +127,45 @@ impl Upstream {
             }
         }
         let (stream, addr) = dial(addrs, self.connect_timeout).await?;
-        let (mut sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(upstream = %addr, error = %e, "upstream connection ended with an error");
+        let mut lease = self.handshake(stream, addr, tls).await?;
+        let resp = lease.sender.send_request(req).await?;
+        Ok((resp, lease))
+    }
+
+    /// Start HTTP/1.1 (over TLS verified for `tls`, when given) on a connection made to
+    /// the checked address `addr`.
+    pub async fn handshake(
+        &self,
+        stream: TcpStream,
+        addr: CheckedAddr,
+        tls: Option<&Arc<str>>,
+    ) -> Result<Lease, SendError> {
+        let sender = match tls {
+            None => spawn_http1(TokioIo::new(stream), addr).await?,
+            Some(name) => {
+                let connector = self.tls.as_ref().ok_or_else(|| {
+                    SendError::Tls(std::io::Error::other("no TLS client configured"))
+                })?;
+                let server_name = ServerName::try_from(name.to_string())
+                    .map_err(|e| SendError::Tls(std::io::Error::other(e)))?;
+                let handshake = connector.connect(server_name, stream);
+                let tls_stream = tokio::time::timeout(self.connect_timeout, handshake)
+                    .await
+                    .map_err(|_| {
+                        SendError::Tls(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            "handshake timed out",
+                        ))
+                    })?
+                    .map_err(SendError::Tls)?;
+                spawn_http1(TokioIo::new(tls_stream), addr).await?
             }
-        });
-        let resp = sender.send_request(req).await?;
-        Ok((resp, Lease { sender, addr }))
+        };
+        Ok(Lease {
+            sender,
+            addr,
+            tls: tls.cloned(),
+        })
     }
 
     /// Keep a connection whose exchange is complete, for the next request to its address.
@@ -116,7 +174,11 @@ impl Upstream {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        let list = idle.entry(lease.addr.addr()).or_default();
+        let key = Key {
+            addr: lease.addr.addr(),
+            tls: lease.tls,
+        };
+        let list = idle.entry(key).or_default();
         if list.len() < MAX_IDLE_PER_ADDR {
             list.push(Idle {
                 sender: lease.sender,
@@ -139,10 +201,15 @@ impl Upstream {
     fn checkout(
         &self,
         addrs: &[CheckedAddr],
+        tls: Option<&Arc<str>>,
     ) -> Option<(SendRequest<Body>, CheckedAddr, Duration)> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         for &addr in addrs {
-            let Some(list) = idle.get_mut(&addr.addr()) else {
+            let key = Key {
+                addr: addr.addr(),
+                tls: tls.cloned(),
+            };
+            let Some(list) = idle.get_mut(&key) else {
                 continue;
             };
             let mut busy = Vec::new();
@@ -172,6 +239,20 @@ impl Upstream {
         }
         None
     }
+}
+
+/// HTTP/1.1 over `io`, its connection driven by a task of its own.
+async fn spawn_http1<I>(io: I, addr: CheckedAddr) -> Result<SendRequest<Body>, SendError>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (sender, conn) = http1::handshake(io).await?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(upstream = %addr.addr(), error = %e, "upstream connection ended with an error");
+        }
+    });
+    Ok(sender)
 }
 
 /// A copy of `req` to send again, if it may be: an idempotent method and no body.
@@ -236,7 +317,7 @@ mod tests {
 
     /// One exchange, its body read to the end, its connection put back.
     async fn exchange(pool: &Upstream, addrs: &[CheckedAddr]) -> CheckedAddr {
-        let (resp, lease) = pool.send(addrs, get()).await.unwrap();
+        let (resp, lease) = pool.send(addrs, get(), None).await.unwrap();
         let body = resp.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"ok");
         let reached = lease.addr();
@@ -250,21 +331,21 @@ mod tests {
 
     #[tokio::test]
     async fn a_kept_connection_serves_only_its_own_address() {
-        let pool = Upstream::new(Duration::from_secs(1));
+        let pool = Upstream::with_tls(Duration::from_secs(1), None);
         let a = CheckedAddr::unchecked_for_test(origin(false).await);
         let b = CheckedAddr::unchecked_for_test(origin(false).await);
         exchange(&pool, &[a]).await;
         assert_eq!(idle_count(&pool), 1);
         // A request approved only for `b` never gets `a`'s connection.
-        assert!(pool.checkout(&[b]).is_none());
+        assert!(pool.checkout(&[b], None).is_none());
         tokio::time::sleep(Duration::from_millis(20)).await;
-        let (_, reached, _) = pool.checkout(&[b, a]).expect("a's connection, kept");
+        let (_, reached, _) = pool.checkout(&[b, a], None).expect("a's connection, kept");
         assert_eq!(reached, a);
     }
 
     #[tokio::test]
     async fn sweep_drops_connections_upstream_closed() {
-        let pool = Upstream::new(Duration::from_secs(1));
+        let pool = Upstream::with_tls(Duration::from_secs(1), None);
         let addr = CheckedAddr::unchecked_for_test(origin(true).await);
         exchange(&pool, &[addr]).await;
         // Time for the connection's task to read upstream's close.

@@ -98,6 +98,22 @@ pub fn plain_url<B>(req: &Request<B>) -> Option<String> {
     (req.method() != Method::CONNECT).then(|| req.uri().to_string())
 }
 
+/// The URL of a request read inside an intercepted tunnel, for the audit record:
+/// `https://` and the tunnel's authority, then the request's path and query (cut as
+/// every recorded URL is).
+pub fn inspected_url<B>(req: &Request<B>, target: &crate::policy::Target) -> String {
+    let authority = match target.port {
+        443 => target
+            .host
+            .authority(443)
+            .trim_end_matches(":443")
+            .to_string(),
+        port => target.host.authority(port),
+    };
+    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    format!("https://{authority}{path}")
+}
+
 /// Count and write the audit record of a refusal (waiting while the audit queue is
 /// full: a refusal is answered only once its record is queued).
 pub async fn audit_refusal(state: &State, client: &Client, refusal: &Refusal, url: Option<String>) {
@@ -163,6 +179,24 @@ pub fn audit_allowed(
     rec.policy_level = Some(approved.decision.level.as_str());
     rec.shared_hosting = approved.decision.shared_hosting;
     rec.resolved_ip = dialed.map(|d| d.ip().to_string());
+    rec.bytes_up = Some(bytes.0);
+    rec.bytes_down = Some(bytes.1);
+    state.audit.write_detached(rec);
+}
+
+/// The one record of an allowed request or tunnel that the upload budget cut short
+/// (`refusal` says which budget): an `egress.denied` record with the bytes it carried,
+/// written instead of its allowed record, whatever `--audit-allowed` says. Written from
+/// code that cannot wait, as [`audit_allowed`].
+pub fn audit_cut(
+    state: &State,
+    client: &Client,
+    refusal: &Refusal,
+    url: Option<String>,
+    bytes: (u64, u64),
+) {
+    count(state, client, Outcome::Denied(refusal.reason));
+    let mut rec = refusal_record(client, refusal, "egress.denied", url);
     rec.bytes_up = Some(bytes.0);
     rec.bytes_down = Some(bytes.1);
     state.audit.write_detached(rec);

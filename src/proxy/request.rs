@@ -4,7 +4,7 @@
 use hyper::header::{HeaderMap, HOST};
 use hyper::{Method, Request};
 
-use crate::policy::{Host, Reason, RequestPolicy, Target};
+use crate::policy::{normalize_path, Host, NormalPath, Reason, RequestPolicy, Target};
 
 use super::refusal::Refusal;
 
@@ -85,6 +85,39 @@ pub fn target<B>(req: &Request<B>) -> Result<Target, Refusal> {
     Ok(target)
 }
 
+/// The destination of a request read inside an intercepted tunnel: the tunnel's own
+/// (docs/reference/inspection.md). Its `Host` (and an absolute-form target's authority)
+/// must name the `CONNECT` host: anything else is `host_mismatch`, so no request is
+/// fronted through a tunnel judged for another name.
+pub fn inner_target<B>(req: &Request<B>, tunnel: &Target) -> Result<Target, Refusal> {
+    let mismatch = || {
+        Refusal::new(Reason::HostMismatch, tunnel.host.to_string(), tunnel.port)
+            .with_detail("the request names another host than the tunnel's CONNECT host")
+    };
+    if req.method() == Method::CONNECT {
+        return Err(Refusal::malformed("CONNECT inside a tunnel is refused"));
+    }
+    if let Some(authority) = req.uri().authority() {
+        let named = split_host_port(authority.as_str())
+            .and_then(|(h, p)| Some((Host::parse(h).ok()?, p.unwrap_or(tunnel.port))));
+        if named.is_none_or(|(h, p)| h != tunnel.host || p != tunnel.port) {
+            return Err(mismatch());
+        }
+    }
+    if !req.headers().contains_key(HOST) {
+        return Err(
+            Refusal::new(Reason::InvalidRequest, tunnel.host.to_string(), tunnel.port)
+                .with_detail("a request inside a tunnel needs a Host header"),
+        );
+    }
+    let authority = tunnel.host.authority(tunnel.port);
+    check_host_headers(req.headers(), &authority, tunnel).map_err(|r| match r.reason {
+        Reason::HostMismatch => mismatch(),
+        _ => r,
+    })?;
+    Ok(tunnel.clone())
+}
+
 /// Every `Host` header must name the target's authority: a client that says one thing in
 /// the URL and another in `Host` is trying to make someone downstream see a different
 /// destination than the one judged here. A `Host` with the very text of the request
@@ -115,6 +148,15 @@ fn check_host_headers(
         return Err(Refusal::malformed("more than one Host header"));
     }
     Ok(())
+}
+
+/// The request's path, normalised for the rules (docs/reference/policy-files.md,
+/// "Paths"); one that does not normalise is `invalid_request`.
+pub fn normal_path(path_and_query: &str, target: &Target) -> Result<NormalPath, Refusal> {
+    normalize_path(path_and_query).map_err(|e| {
+        Refusal::new(Reason::InvalidRequest, target.host.to_string(), target.port)
+            .with_detail(e.to_string())
+    })
 }
 
 /// The `X-Network-Policy` header, if any: at most one, and it must parse.

@@ -22,13 +22,14 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
+use super::budget;
 use super::idle::Activity;
+use super::relay::Way;
 
 /// The pipe size asked for: the default 64 KiB pipe costs a pair of system calls per
 /// 64 KiB. An unprivileged process may be refused (past `/proc/sys/fs/pipe-max-size` or
@@ -84,8 +85,9 @@ impl Pipe {
 
     /// Move bytes from `from` to `to` through the pipe until `from` would block (with
     /// the pipe drained: every byte read has been written) or ends. Returns whether it
-    /// ended. Bytes read are added to `count`; each read and each drained batch counts
-    /// as activity.
+    /// ended. Bytes read are counted (and granted) by `way`; each read and each drained
+    /// batch counts as activity. Bytes the way's allowance does not grant are left in
+    /// the pipe, never written, and the burst fails with [`budget::Spent`].
     ///
     /// While `pace` says so, a dry `from` is waited on for a [`BATCH`], for at most
     /// [`BATCH_WAIT`]. The caller keeps `pace` from one burst to the next.
@@ -93,7 +95,7 @@ impl Pipe {
         &self,
         from: &TcpStream,
         to: &TcpStream,
-        count: &AtomicU64,
+        way: Way<'_>,
         activity: &Activity,
         pace: &mut Pace,
     ) -> io::Result<bool> {
@@ -105,7 +107,7 @@ impl Pipe {
             let read = from.try_io(Interest::READABLE, || {
                 splice(from.as_raw_fd(), pipe_write, PIPE_SIZE)
             });
-            let mut left = match read {
+            let read = match read {
                 Ok(0) => return Ok(true),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => match batching.wait().await? {
@@ -114,8 +116,9 @@ impl Pipe {
                 },
                 Err(e) => return Err(e),
             };
-            batching.pace.moved(left);
-            count.fetch_add(left as u64, Ordering::Relaxed);
+            batching.pace.moved(read);
+            let granted = way.moved(read);
+            let mut left = granted;
             activity.touch();
             while left > 0 {
                 to.writable().await?;
@@ -129,6 +132,9 @@ impl Pipe {
                 }
             }
             activity.touch();
+            if granted < read {
+                return Err(budget::spent());
+            }
         }
     }
 }

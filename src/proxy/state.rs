@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::budget::Budgets;
 use super::limits::TunnelCounts;
 use crate::audit::AuditLog;
 use crate::load::Policies;
@@ -55,6 +56,10 @@ pub struct State {
     /// The synthetic addresses the DNS listener hands out, which the transparent
     /// listener maps back to names.
     pub synthetic: Arc<SyntheticNames>,
+    /// `serve --ca`: the CA's leaves and the upstream TLS client for inspected hosts.
+    pub interception: Option<Arc<crate::tls::Interception>>,
+    /// What each session (and the proxy) has sent upstream, against its upload budget.
+    pub budgets: Budgets,
 }
 
 impl State {

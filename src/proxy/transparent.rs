@@ -197,7 +197,7 @@ pub(crate) async fn serve_redirected(
             conn::serve_connection(stream, peer, state, done, upstream, redirected).await
         }
         Peeked::Tunnel(first) => {
-            tunnel_redirected(stream, peer, redirected, first, state, done).await
+            tunnel_redirected(stream, peer, redirected, first, state, done, upstream).await
         }
     }
 }
@@ -210,6 +210,7 @@ async fn tunnel_redirected(
     first: FirstBytes,
     state: Arc<State>,
     done: mpsc::Sender<()>,
+    pool: Arc<pool::Upstream>,
 ) {
     let client = Client::new(peer, Asked::Connect).via(Via::Transparent);
     let target = redirected.target();
@@ -260,5 +261,5 @@ async fn tunnel_redirected(
         }
     }
     count_approved(&state, &client, &approved);
-    tunnel::open_redirected(stream, approved, state, client, done).await;
+    tunnel::open_redirected(stream, approved, state, client, done, pool).await;
 }

@@ -17,12 +17,13 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::idle::Activity;
-use super::judge::Approved;
+use super::judge::{Approved, Judged};
 use super::limits::TunnelSlot;
-use super::record::{audit_allowed, audit_refusal, Client};
+use super::pool::Upstream;
+use super::record::{audit_allowed, audit_cut, audit_refusal, Client};
 use super::refusal::{Failure, Limit, Refusal};
 use super::state::{Phase, State};
-use super::{answer, inspect, relay, Body};
+use super::{answer, budget, inspect, intercept, relay, Body};
 use crate::metrics::Metrics;
 use crate::net::dial::{dial, CheckedAddr, DialError};
 use crate::session::{until_ended, Session, TunnelGuard};
@@ -93,6 +94,8 @@ struct TunnelRecord {
     up: Arc<AtomicU64>,
     down: Arc<AtomicU64>,
     armed: bool,
+    /// The upload budget closed it: its one record says so (`upload_budget_exceeded`).
+    cut: bool,
 }
 
 impl TunnelRecord {
@@ -105,6 +108,7 @@ impl TunnelRecord {
             up: Arc::default(),
             down: Arc::default(),
             armed: true,
+            cut: false,
         }
     }
 
@@ -119,6 +123,14 @@ impl TunnelRecord {
         self.state.metrics.bytes_up.inc_by(up);
         self.state.metrics.bytes_down.inc_by(down);
         let dialed = self.dialed.map(|d| d.addr());
+        if let Some(budget) = self.approved.budget.budget().filter(|_| self.cut) {
+            let mut refusal = budget::refusal(&self.approved.target, budget)
+                .in_session(&self.approved.session)
+                .with_detail("the upload budget was reached: the tunnel was closed");
+            refusal.resolved_ip = dialed.map(|d| d.ip());
+            audit_cut(&self.state, &self.client, &refusal, None, (up, down));
+            return;
+        }
         audit_allowed(
             &self.state,
             &self.client,
@@ -144,6 +156,7 @@ pub async fn open(
     state: Arc<State>,
     client: Client,
     done: mpsc::Sender<()>,
+    pool: Arc<Upstream>,
 ) -> Response<Body> {
     let mut record = TunnelRecord::new(state, client, approved);
     let opened = match prepare(&record.approved, &record.state, &record.client).await {
@@ -158,7 +171,7 @@ pub async fn open(
         }
     };
     let downstream = Downstream::Connect(hyper::upgrade::on(&mut req));
-    tokio::spawn(relay(downstream, opened, record, done));
+    tokio::spawn(relay(downstream, opened, record, done, pool));
     Response::new(answer::empty())
 }
 
@@ -171,10 +184,11 @@ pub(crate) async fn open_redirected(
     state: Arc<State>,
     client: Client,
     done: mpsc::Sender<()>,
+    pool: Arc<Upstream>,
 ) {
     let mut record = TunnelRecord::new(state, client, approved);
     match prepare(&record.approved, &record.state, &record.client).await {
-        Ok(opened) => relay(Downstream::Redirected(stream), opened, record, done).await,
+        Ok(opened) => relay(Downstream::Redirected(stream), opened, record, done, pool).await,
         Err(_) => record.armed = false,
     }
 }
@@ -189,13 +203,15 @@ enum Downstream {
 }
 
 /// The life of an open tunnel: judge its first bytes (a `CONNECT`), then copy both ways
-/// until either side closes, it idles out, its session ends or the server's grace
-/// period ends; then write the allowed record with the bytes it carried.
+/// (or, for an inspected host, serve the requests inside: [`intercept`]) until either
+/// side closes, it idles out, its session ends, the server's grace period ends or its
+/// upload budget is reached; then write its record with the bytes it carried.
 async fn relay(
     downstream: Downstream,
     opened: Opened,
     mut record: TunnelRecord,
     done: mpsc::Sender<()>,
+    pool: Arc<Upstream>,
 ) {
     let Opened {
         slot,
@@ -209,9 +225,18 @@ async fn relay(
     // The idle clock starts when the tunnel opens, so a tunnel where nobody speaks
     // closes after the idle timeout, not after the first-bytes wait plus it.
     let activity = Activity::new();
-    let mut upstream = activity.watch_counting(upstream, record.down.clone());
-    let up = record.up.clone();
+    let (up, down) = (record.up.clone(), record.down.clone());
+    let sent = record.up.clone();
     let (client, approved) = (&record.client, &record.approved);
+    let allowance = &approved.budget;
+    let intercepted = matches!(approved.judged, Judged::Intercept);
+    let inside = |state| intercept::Inside {
+        tunnel: approved,
+        state,
+        peer: client.addr,
+        via: client.via,
+        pool: &pool,
+    };
     let limits = &state.limits;
     let work = async {
         match downstream {
@@ -220,7 +245,7 @@ async fn relay(
                     Ok(upgraded) => upgraded,
                     Err(e) => {
                         tracing::debug!(request_id = %client.request_id, error = %e, "CONNECT upgrade failed");
-                        return Ok(());
+                        return Ok(false);
                     }
                 };
                 let mut downstream = activity.watch_counting(TokioIo::new(upgraded), up);
@@ -229,41 +254,78 @@ async fn relay(
                 let (target, tunnels) = (&approved.target, approved.policies.org.tunnels());
                 let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
                 let first =
-                    inspect::admit(&mut downstream, upstream.get_ref(), target, tunnels, wait)
-                        .await?;
-                if upstream.write_all(&first).await.is_ok() {
-                    if let Err(e) = relay::both_ways(downstream, upstream, &activity).await {
-                        tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
-                    }
+                    inspect::admit(&mut downstream, &upstream, target, tunnels, wait).await?;
+                if intercepted {
+                    // Each request inside pays the budget for its own body.
+                    intercept::serve(downstream, first, upstream, dialed, inside(&state)).await;
+                    return Ok(false);
                 }
+                let mut upstream = activity.watch_counting(upstream, down);
+                // The first bytes were counted as read; only what the budget grants is sent.
+                let granted = allowance.grant(first.len());
+                sent.fetch_sub((first.len() - granted) as u64, Ordering::Relaxed);
+                if upstream.write_all(&first[..granted]).await.is_err() {
+                    return Ok(false);
+                }
+                if granted < first.len() {
+                    let _ = upstream.shutdown().await;
+                    return Ok(true);
+                }
+                let relayed = relay::both_ways(downstream, upstream, &activity, allowance).await;
+                Ok(ended(relayed, client))
             }
             Downstream::Redirected(stream) => {
                 let downstream = activity.watch_counting(stream, up);
-                if let Err(e) = relay::tcp_both_ways(downstream, upstream, &activity).await {
-                    tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
+                if intercepted {
+                    // Its ClientHello is still unread: the handshake reads it.
+                    intercept::serve(downstream, Vec::new(), upstream, dialed, inside(&state))
+                        .await;
+                    return Ok(false);
                 }
+                let upstream = activity.watch_counting(upstream, down);
+                let relayed =
+                    relay::tcp_both_ways(downstream, upstream, &activity, allowance).await;
+                Ok(ended(relayed, client))
             }
         }
-        Ok(())
     };
     let outcome = tokio::select! {
         outcome = work => outcome,
         _ = activity.idle_for(limits.tunnel_idle_timeout) => {
             tracing::debug!(request_id = %client.request_id, "idle tunnel closed");
-            Ok(())
+            Ok(false)
         }
-        _ = async { drop(phase.wait_for(|p| *p == Phase::Closing).await) } => Ok(()),
+        _ = async { drop(phase.wait_for(|p| *p == Phase::Closing).await) } => Ok(false),
         // DELETE, expiry or a revoking reload ends the session and its tunnels.
-        _ = until_ended(approved.session.as_deref()) => Ok(()),
+        _ = until_ended(approved.session.as_deref()) => Ok(false),
     };
     match outcome {
         Err(refusal) => {
             record.armed = false;
             audit_refusal(&state, &record.client, &refusal, None).await;
         }
-        Ok(()) => record.write(),
+        Ok(cut) => {
+            record.cut = cut;
+            record.write()
+        }
     }
     drop((open, slot, done));
+}
+
+/// How a relay ended: whether the upload budget closed it (anything else is the
+/// tunnel's ordinary end, an error logged at debug level).
+fn ended(relayed: std::io::Result<()>, client: &Client) -> bool {
+    match relayed {
+        Ok(()) => false,
+        Err(e) if budget::is_spent(&e) => {
+            tracing::info!(request_id = %client.request_id, "tunnel closed: the upload budget was reached");
+            true
+        }
+        Err(e) => {
+            tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
+            false
+        }
+    }
 }
 
 /// An open tunnel: counted in `egress_tunnels_active`, and traffic for its session,

@@ -146,7 +146,8 @@ impl Worker {
     /// Accept on every listener, sharing this worker's upstream pool, until told to
     /// exit.
     async fn serve(self, listeners: Vec<(std::net::TcpListener, Kind)>) {
-        let upstream = Arc::new(Upstream::new(self.state.limits.connect_timeout));
+        let tls = self.state.interception.as_ref().map(|i| i.upstream.clone());
+        let upstream = Arc::new(Upstream::with_tls(self.state.limits.connect_timeout, tls));
         tokio::spawn(sweep_every(upstream.clone(), Duration::from_secs(10)));
         let mut loops = listeners.into_iter().map(|(listener, kind)| {
             let (worker, upstream) = (self.clone(), upstream.clone());

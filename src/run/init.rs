@@ -67,6 +67,18 @@ fn fail(message: String) -> u8 {
 /// Everything but starting CMD; the first failure stops it (CMD never runs unconfined).
 fn confine(args: &JailInitArgs) -> Result<()> {
     mounts::set_up()?;
+    for path in &args.hide {
+        mounts::hide(path)?;
+    }
+    // The bundle CMD's TLS clients trust, on the jail's own /run; the CA's certificate
+    // came in the environment, which CMD does not inherit it from.
+    if let Some(pem) = std::env::var_os(super::trust::CA_ENV) {
+        super::trust::write_bundle(
+            std::path::Path::new(super::trust::JAIL_BUNDLE),
+            &pem.to_string_lossy(),
+        )?;
+        std::env::remove_var(super::trust::CA_ENV);
+    }
     if caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP).unwrap_or(false) {
         caps::clear(None, CapSet::Bounding).map_err(|e| format!("bounding set: {e}"))?;
     } else if args.uid == 0 {

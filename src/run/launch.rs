@@ -17,8 +17,9 @@ use super::env::{self, Ids, UserError};
 use super::jail::{Init, Jail, JailError, JailSockets, PROXY_PORT};
 use super::rules::Ports;
 use super::signals::Signals;
+use super::trust;
 use crate::cli::{RunArgs, ServeArgs};
-use crate::config::{ConfigError, ServeConfig};
+use crate::config::{CaSource, ConfigError, ServeConfig};
 use crate::serve::{self, Listeners, StartError};
 
 /// Why `run` stopped on its own account.
@@ -51,6 +52,10 @@ enum RunError {
     ProxyStopped,
     #[error("cannot start the command's first process: {0}")]
     Spawn(io::Error),
+    #[error("the interception CA: {0}")]
+    Ca(String),
+    #[error("{0}")]
+    Load(#[from] crate::load::LoadError),
 }
 
 /// CMD started: its (or the jail's init's) PID and its exit status to come.
@@ -70,7 +75,11 @@ pub fn main(args: RunArgs) -> u8 {
 }
 
 fn run(args: RunArgs) -> Result<u8, RunError> {
-    let config = serve_config(&args)?;
+    let mut config = serve_config(&args)?;
+    let policies = crate::load::load(&config.org, config.policy.as_deref())?;
+    let run_ca =
+        trust::run_ca(args.ca.as_deref(), &policies.inspected_entries()).map_err(RunError::Ca)?;
+    drop(policies);
     let sudo = if geteuid().is_root() {
         (
             std::env::var("SUDO_UID").ok(),
@@ -80,7 +89,22 @@ fn run(args: RunArgs) -> Result<u8, RunError> {
         (None, None)
     };
     let ids = env::command_ids(args.user.as_deref(), sudo)?;
-    let cmd_env = env::command_env(std::env::vars_os());
+    let mut cmd_env = env::command_env(std::env::vars_os());
+    // A bundle for `--env-only`, removed when `run` ends (the jail's is on its own /run).
+    let mut env_only_bundle = None;
+    if let Some(ca) = &run_ca {
+        config.ca = Some(CaSource::Loaded(ca.ca.clone()));
+        if args.env_only {
+            let dir = tempdir_for_bundle().map_err(RunError::Ca)?;
+            let path = dir.path.join("ca-bundle.pem");
+            trust::write_bundle(&path, &ca.ca.pem).map_err(RunError::Ca)?;
+            trust::bundle_env(&mut cmd_env, &path);
+            env_only_bundle = Some(dir);
+        } else {
+            trust::bundle_env(&mut cmd_env, std::path::Path::new(trust::JAIL_BUNDLE));
+            cmd_env.push((trust::CA_ENV.into(), ca.ca.pem.clone().into()));
+        }
+    }
     // Before any thread starts, so that every thread inherits the mask.
     let signals = Signals::block(false).map_err(RunError::Signals)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -88,9 +112,11 @@ fn run(args: RunArgs) -> Result<u8, RunError> {
         .build()
         .map_err(RunError::Runtime)?;
     let (uid, gid) = (ids.uid.to_string(), ids.gid.to_string());
-    let mut init_args: Vec<OsString> = ["--uid", &uid, "--gid", &gid, "--"]
-        .map(OsString::from)
-        .to_vec();
+    let mut init_args: Vec<OsString> = ["--uid", &uid, "--gid", &gid].map(OsString::from).to_vec();
+    if let Some(key) = run_ca.as_ref().and_then(|ca| ca.hide.as_ref()) {
+        init_args.extend(["--hide".into(), key.into()]);
+    }
+    init_args.push("--".into());
     init_args.extend(args.command);
     if args.env_only {
         eprintln!(
@@ -98,7 +124,9 @@ fn run(args: RunArgs) -> Result<u8, RunError> {
              this is NOT a boundary: it can still reach the network directly"
         );
         let start = move || start_unconfined(init_args, cmd_env);
-        return runtime.block_on(serve_then(config, None, start, signals));
+        let code = runtime.block_on(serve_then(config, None, start, signals));
+        drop(env_only_bundle);
+        return code;
     }
     let missing = missing_capabilities(ids);
     if !missing.is_empty() {
@@ -139,6 +167,9 @@ fn serve_config(args: &RunArgs) -> Result<ServeConfig, RunError> {
     }
     if let Some(dns) = args.dns_server {
         argv.extend(["--dns-server".into(), dns.to_string().into()]);
+    }
+    if let Some(file) = &args.upstream_ca {
+        argv.extend(["--upstream-ca".into(), file.clone().into()]);
     }
     let flags = |e: clap::Error| RunError::Flags(e.to_string());
     let matches = ServeArgs::augment_args(clap::Command::new("run"))
@@ -291,4 +322,21 @@ fn start_unconfined(
         .map_err(|_| RunError::Spawn(io::Error::other("the starting thread ended")))?
         .map_err(RunError::Spawn)?;
     Ok(Running { pid, exit })
+}
+
+/// A directory of this run's own, removed when dropped.
+struct TempDir {
+    path: std::path::PathBuf,
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+fn tempdir_for_bundle() -> Result<TempDir, String> {
+    let path = std::env::temp_dir().join(format!("egress-proxy-run-{}", std::process::id()));
+    std::fs::create_dir_all(&path).map_err(|e| format!("mkdir {}: {e}", path.display()))?;
+    Ok(TempDir { path })
 }

@@ -23,6 +23,7 @@ mod launch;
 mod mounts;
 #[cfg(target_os = "linux")]
 mod signals;
+mod trust;
 
 use crate::cli::{JailInitArgs, RulesArgs, RunArgs};
 

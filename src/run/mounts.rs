@@ -39,6 +39,17 @@ pub fn set_up() -> Result<()> {
     Ok(())
 }
 
+/// Hide the file at `path` from CMD: an empty, read-only file is bound over it.
+pub fn hide(path: &Path) -> Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let empty = Path::new("/run/egress-proxy-hidden");
+    std::fs::write(empty, b"").map_err(|e| format!("write {}: {e}", empty.display()))?;
+    bind(empty, path)?;
+    remount_read_only(path)
+}
+
 fn hardened() -> MsFlags {
     MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC
 }

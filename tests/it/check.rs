@@ -200,3 +200,105 @@ fn explain_agrees_with_the_verdict_on_an_ipv4_mapped_address() {
     );
     assert!(!out.stdout.contains("nothing covers"), "{}", out.stdout);
 }
+
+const RULES_ORG: &str = "tests/fixtures/check/rules.toml";
+const READ_ONLY: &str = "{ host = \"git.test\", access = \"read-only\" }";
+const UPLOAD: &str =
+    "{ host = \"git.test\", methods = [\"POST\"], paths = [\"/acme/repo.git/git-upload-pack\"] }";
+
+/// `check --method` judges a request by the entries' methods and paths; a URL alone is
+/// a GET of its path, `host[:port]` alone a CONNECT.
+#[test]
+fn method_and_path_are_judged_by_entries_with_rules() {
+    let base = ["--org", RULES_ORG];
+    #[rustfmt::skip]
+    let cases: &[(&[&str], Expected)] = &[
+        (&["https://git.test/acme/repo.git/info/refs"], ("allow", "-", READ_ONLY, "request", false, 0)),
+        (&["--method", "POST", "https://git.test/acme/repo.git/git-upload-pack"],
+                                                         ("allow", "-", UPLOAD, "request", false, 0)),
+        (&["--method", "POST", "https://git.test/acme/repo.git/git-receive-pack"],
+                                                         ("deny", "path_not_allowed", UPLOAD, "org", false, 1)),
+        (&["--method", "DELETE", "https://git.test/acme/repo.git"],
+                                                         ("deny", "method_not_allowed", READ_ONLY, "org", false, 1)),
+        (&["--method", "POST", "git.test"],              ("deny", "path_not_allowed", UPLOAD, "org", false, 1)),
+        (&["git.test"],                                  ("allow", "-", READ_ONLY, "request", false, 0)),
+        (&["--method", "DELETE", "https://docs.test/x"], ("allow", "-", "docs.test", "request", false, 0)),
+    ];
+    for (args, want) in cases {
+        let mut all = base.to_vec();
+        all.extend_from_slice(args);
+        let got = egress_decided(&all);
+        let got_ref = (&*got.0, &*got.1, &*got.2, &*got.3, got.4, got.5);
+        assert_eq!(got_ref, *want, "{args:?}");
+    }
+}
+
+fn egress_decided(args: &[&str]) -> (String, String, String, String, bool, i32) {
+    let mut all = vec!["check", "--format", "json"];
+    all.extend_from_slice(args);
+    let out = egress(&all);
+    let r = &out.json()["results"][0];
+    let s = |k: &str| r[k].as_str().unwrap_or("-").to_string();
+    let (verdict, reason, rule, level) = (s("verdict"), s("reason"), s("rule"), s("level"));
+    (
+        verdict,
+        reason,
+        rule,
+        level,
+        r["shared_hosting"].as_bool().unwrap(),
+        out.code,
+    )
+}
+
+#[test]
+fn explain_shows_the_entry_and_rule_steps() {
+    let out = egress(&[
+        "check",
+        "--org",
+        RULES_ORG,
+        "--explain",
+        "--method",
+        "POST",
+        "https://git.test/acme/repo.git/git-receive-pack",
+    ]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!(
+            "org allowed_domains: no entry allowing POST allows the path /acme/repo.git/git-receive-pack (first: `{UPLOAD}`): denied, path_not_allowed"
+        )),
+        "{}",
+        out.stdout
+    );
+    let out = egress(&["check", "--org", RULES_ORG, "--explain", "git.test"]);
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("a CONNECT to it is intercepted"),
+        "{}",
+        out.stdout
+    );
+    let json = egress(&[
+        "check",
+        "--org",
+        RULES_ORG,
+        "--format",
+        "json",
+        "https://git.test/a/../b",
+    ]);
+    let r = &json.json()["results"][0];
+    assert_eq!(
+        (r["method"].as_str(), r["path"].as_str()),
+        (Some("GET"), Some("/b")),
+        "{r}"
+    );
+    assert_eq!(r["intercepted"], true, "{r}");
+}
+
+#[test]
+fn a_bad_method_or_path_is_an_error() {
+    let out = egress(&["check", "--org", RULES_ORG, "--method", "post", "git.test"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--method \"post\""), "{}", out.stderr);
+    let out = egress(&["check", "--org", RULES_ORG, "https://git.test/a%2Fb"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("invalid_request"), "{}", out.stderr);
+}

@@ -8,6 +8,7 @@ mod support;
 
 mod admin;
 mod admin_start;
+mod budget;
 mod bypass;
 mod bypass_loop;
 mod bypass_request;
@@ -19,6 +20,8 @@ mod denials;
 mod dns;
 mod dns_listener;
 mod forward;
+mod inspect;
+mod inspect_git;
 mod lifecycle;
 mod limits;
 mod lint;
@@ -26,6 +29,8 @@ mod reason_phrase;
 mod reliability;
 mod reload;
 mod report;
+mod rules;
+mod rules_lint;
 #[cfg(target_os = "linux")]
 mod run;
 mod summary;

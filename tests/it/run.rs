@@ -7,6 +7,7 @@
 mod confine;
 mod exits;
 mod git;
+mod inspect;
 mod lifecycle;
 mod names;
 mod reach;

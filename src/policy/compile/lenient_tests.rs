@@ -2,7 +2,7 @@
 //! written, every problem with its kind, and the loaders agreeing with it.
 
 use super::*;
-use crate::policy::file::{ORG_KEYS, SHARED_HOSTING_KEYS, TUNNELS_KEYS};
+use crate::policy::file::{LIMITS_KEYS, ORG_KEYS, SHARED_HOSTING_KEYS, TUNNELS_KEYS};
 use crate::policy::host::EntryError;
 
 /// The text at a span: where an entry's literal starts.
@@ -109,13 +109,14 @@ fn every_known_key_is_read() {
     let mut text = String::new();
     for key in ORG_KEYS
         .iter()
-        .filter(|k| !["shared_hosting", "tunnels"].contains(k))
+        .filter(|k| !["shared_hosting", "tunnels", "limits"].contains(k))
     {
         text += &format!("{key} = {{}}\n");
     }
     for (table, keys) in [
         ("shared_hosting", &SHARED_HOSTING_KEYS[..]),
         ("tunnels", &TUNNELS_KEYS),
+        ("limits", &LIMITS_KEYS),
     ] {
         text += &format!("[{table}]\n");
         for key in keys {
@@ -123,14 +124,15 @@ fn every_known_key_is_read() {
         }
     }
     let problems = OrgPolicy::compile_toml(&text, "org.toml").problems;
-    assert_eq!(problems.len(), ORG_KEYS.len() - 2 + 4, "{problems:#?}");
+    assert_eq!(problems.len(), ORG_KEYS.len() - 3 + 5, "{problems:#?}");
     assert!(
         problems.iter().all(|p| p.kind == ProblemKind::Invalid),
         "{problems:#?}"
     );
-    let request = r#"{"type": "allowlist", "allowed_domains": {}, "allowed_cidrs": {}}"#;
+    let request = r#"{"type": "allowlist", "allowed_domains": {}, "allowed_cidrs": {},
+        "max_upload_bytes": {}}"#;
     let problems = RequestPolicy::compile_json(request, "p.json").problems;
-    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert_eq!(problems.len(), 3, "{problems:#?}");
     assert!(problems.iter().all(|p| p.kind == ProblemKind::Invalid));
 }
 

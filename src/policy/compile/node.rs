@@ -42,7 +42,7 @@ pub(super) fn missing(key: &'static str) -> String {
     SerdeError::missing_field(key).to_string()
 }
 
-fn wrong<'a, N: Node<'a>>(p: &mut Problems, node: N, expected: &str) {
+pub(super) fn wrong<'a, N: Node<'a>>(p: &mut Problems, node: N, expected: &str) {
     p.invalid(node.at(), invalid_type(node.unexpected(), expected));
 }
 

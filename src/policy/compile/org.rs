@@ -1,5 +1,6 @@
 //! Compiling the organization policy (TOML).
 
+use super::entry::Tables;
 use super::node::{self, missing, Node};
 use super::problems::{ProblemKind, Problems};
 use super::request::{self, cidr_list, domain_list};
@@ -20,7 +21,7 @@ pub(super) fn compile<'a, N: Node<'a>>(
         return (org, spans);
     };
     t.unknown(p, "", &ORG_KEYS);
-    let [version, name, mode, allowed, denied, ports, cidrs, default, shared, tunnels] =
+    let [version, name, mode, allowed, denied, ports, cidrs, default, shared, tunnels, creds, limits] =
         t.take(&ORG_KEYS);
     match version {
         // The document's start.
@@ -46,15 +47,24 @@ pub(super) fn compile<'a, N: Node<'a>>(
             org.shared_hosting_action = SharedHostingAction::Deny;
         }
         let name = ("", "extra_domains");
-        org.shared_hosting_extra = domain_list(p, extra, name, &mut spans.extra_domains);
+        org.shared_hosting_extra =
+            domain_list(p, extra, name, Tables::No, &mut spans.extra_domains);
     }
     org.allowed = domain_list(
         p,
         allowed,
         ("", "allowed_domains"),
+        Tables::Org,
         &mut spans.allowed_domains,
     );
-    org.denied = domain_list(p, denied, ("", "denied_domains"), &mut spans.denied_domains);
+    let denied_list = ("", "denied_domains");
+    org.denied = domain_list(
+        p,
+        denied,
+        denied_list,
+        Tables::No,
+        &mut spans.denied_domains,
+    );
     if let Some(list) = ports.and_then(|l| node::elements(p, l)) {
         org.allowed_ports = compile_ports(p, list, &mut spans.allowed_ports);
     }
@@ -72,6 +82,9 @@ pub(super) fn compile<'a, N: Node<'a>>(
             require_sni: sni.and_then(|b| node::boolean(p, b)),
         };
     }
+    org.credentials = super::credentials::compile(p, creds, &org);
+    // Before the default policy, whose budget may not exceed it.
+    org.upload_bytes = limits.and_then(|l| super::limits::compile(p, l));
     if let Some(d) = default {
         let table = "default_network_policy.";
         (org.default_policy, spans.default_policy) = request::compile(d, table, p);

@@ -29,6 +29,9 @@ pub enum ProblemKind {
     },
     /// An entry of the domain list `list` that is not a destination pattern.
     Domain { list: String, error: EntryError },
+    /// A field of an entry written as a table in the list `list` (`methods`, `paths`,
+    /// `access`, `inspect`) that the format refuses; the entry is named by its `host`.
+    Rule { list: String },
     /// An entry of the CIDR list `list` that is not a CIDR.
     Cidr { list: String },
     /// The organization's `default_network_policy` names what the organization does not
@@ -124,6 +127,11 @@ impl<'t> Problems<'t> {
 
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
+    }
+
+    /// How many problems so far: a reader compares it before and after a part.
+    pub fn len(&self) -> usize {
+        self.list.len()
     }
 
     /// The problems in the order of the text (those without a position keep theirs).

@@ -3,11 +3,11 @@
 
 use ipnet::IpNet;
 
+use super::entry::{self, Tables};
 use super::node::{self, missing, Node};
 use super::problems::{ProblemKind, Problems};
 use super::{DomainSet, OrgPolicy, RequestPolicy, RequestSpans, Sealed, Written};
 use crate::policy::file::{RawPolicyType, DISABLED_KEYS, POLICY_KEYS};
-use crate::policy::host::DomainEntry;
 
 /// A whole JSON document: an object, or nothing is read.
 pub(super) fn compile_document<'a, N: Node<'a>>(
@@ -32,7 +32,7 @@ pub(super) fn compile<'a, N: Node<'a>>(
     let Some(t) = node::table(p, node, "a table") else {
         return (RequestPolicy::Disabled, spans);
     };
-    let [kind, domains, cidrs] = t.take(&POLICY_KEYS);
+    let [kind, domains, cidrs, budget] = t.take(&POLICY_KEYS);
     let kind = match kind {
         None => {
             p.invalid(t.at, missing("type"));
@@ -68,6 +68,7 @@ pub(super) fn compile<'a, N: Node<'a>>(
                 p,
                 Some(list),
                 (table, "allowed_domains"),
+                Tables::Request,
                 &mut spans.allowed_domains,
             )
         }
@@ -80,9 +81,14 @@ pub(super) fn compile<'a, N: Node<'a>>(
             &mut spans.allowed_cidrs,
         )
     });
+    let max_upload_bytes = budget.and_then(|b| {
+        spans.max_upload_bytes = b.at().or(t.at);
+        super::limits::byte_count(p, b)
+    });
     let policy = RequestPolicy::Allowlist {
         domains,
         cidrs,
+        max_upload_bytes,
         sealed: Sealed(()),
     };
     (policy, spans)
@@ -91,31 +97,25 @@ pub(super) fn compile<'a, N: Node<'a>>(
 /// A list's name in messages: the table it sits in, and its key.
 pub(super) type ListName = (&'static str, &'static str);
 
-/// A domain list: the entries that parse, each one's offset into `spans`.
+/// A domain list: the entries that parse, each one's offset into `spans`. `tables` says
+/// whether (and with which keys) an entry may be a table.
 pub(super) fn domain_list<'a, N: Node<'a>>(
     p: &mut Problems,
     node: Option<N>,
     (table, key): ListName,
+    tables: Tables,
     spans: &mut Vec<usize>,
 ) -> DomainSet {
-    let Some(items) = node.and_then(|n| node::strings(p, n)) else {
+    let Some(list) = node.and_then(|n| node::elements(p, n)) else {
         return DomainSet::default();
     };
-    let mut entries = Vec::with_capacity(items.len());
-    for item in items {
-        match DomainEntry::parse(item.text) {
-            Ok(e) => {
-                entries.push(e);
-                spans.push(item.at.unwrap_or(0));
-            }
-            Err(error) => {
-                let message = error.to_string();
-                let kind = ProblemKind::Domain {
-                    list: format!("{table}{key}"),
-                    error,
-                };
-                p.push(item.at, kind, Some(item.text), message);
-            }
+    let at = node.and_then(|n| n.at());
+    let name = format!("{table}{key}");
+    let mut entries = Vec::with_capacity(list.len());
+    for element in list {
+        if let Some(c) = entry::compile(p, element, &name, tables) {
+            entries.push(c.entry);
+            spans.push(c.at.or(at).unwrap_or(0));
         }
     }
     DomainSet::from_entries(entries)
@@ -165,9 +165,10 @@ fn parse_cidr(s: &str) -> Result<IpNet, String> {
 /// An entry of a request policy that widens the organization policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Widened {
-    /// `allowed_domains` or `allowed_cidrs`.
+    /// `allowed_domains`, `allowed_cidrs` or `max_upload_bytes`.
     pub key: &'static str,
-    /// The entry: as written for a domain, the network for a CIDR.
+    /// The entry: as written for a domain, the network for a CIDR, `max_upload_bytes = N`
+    /// for a budget.
     pub text: String,
     pub why: String,
     /// Where it was written.
@@ -177,7 +178,13 @@ pub struct Widened {
 /// Every entry of `policy` (written where `spans` say) that `org` does not cover, in
 /// the order written.
 pub fn widened(org: &OrgPolicy, policy: &RequestPolicy, spans: &RequestSpans) -> Vec<Widened> {
-    let RequestPolicy::Allowlist { domains, cidrs, .. } = policy else {
+    let RequestPolicy::Allowlist {
+        domains,
+        cidrs,
+        max_upload_bytes,
+        ..
+    } = policy
+    else {
         return Vec::new();
     };
     let found = crate::policy::cover::widening(org, &[], policy);
@@ -190,14 +197,22 @@ pub fn widened(org: &OrgPolicy, policy: &RequestPolicy, spans: &RequestSpans) ->
         .entries()
         .iter()
         .zip(&spans.allowed_domains)
-        .map(|(e, at)| ("allowed_domains", e.text.to_string(), *at));
+        .map(|(e, at)| ("allowed_domains", e.rule().to_string(), *at));
     let cidrs = cidrs
         .iter()
         .flatten()
         .zip(&spans.allowed_cidrs)
         .map(|(net, w)| ("allowed_cidrs", net.to_string(), w.at));
+    let budget = max_upload_bytes.map(|n| {
+        let at = spans.max_upload_bytes.unwrap_or(0);
+        (
+            "max_upload_bytes",
+            crate::policy::budget::budget_text(n),
+            at,
+        )
+    });
     let mut out = Vec::new();
-    for (key, text, at) in domains.chain(cidrs) {
+    for (key, text, at) in domains.chain(cidrs).chain(budget) {
         if let Some((_, why)) = found.next_if(|(entry, _)| *entry == text) {
             out.push(Widened { key, text, why, at });
         }

@@ -12,6 +12,8 @@ use super::problems::{ProblemKind, Problems};
 pub(super) enum Toml<'a> {
     Item(&'a Item),
     Value(&'a Value),
+    /// One table of an array of tables (`[[credentials]]`).
+    Table(&'a toml_edit::Table),
 }
 
 /// Parse `text`; a syntax error is the file's one problem.
@@ -33,7 +35,7 @@ impl<'a> Toml<'a> {
     fn value(self) -> Option<&'a Value> {
         match self {
             Toml::Item(Item::Value(v)) | Toml::Value(v) => Some(v),
-            Toml::Item(_) => None,
+            Toml::Item(_) | Toml::Table(_) => None,
         }
     }
 }
@@ -43,6 +45,7 @@ impl<'a> Node<'a> for Toml<'a> {
         let span = match self {
             Toml::Item(i) => i.span(),
             Toml::Value(v) => v.span(),
+            Toml::Table(t) => t.span(),
         };
         span.map(|s| s.start)
     }
@@ -64,6 +67,9 @@ impl<'a> Node<'a> for Toml<'a> {
     }
 
     fn elements(self) -> Option<Vec<Toml<'a>>> {
+        if let Toml::Item(Item::ArrayOfTables(tables)) = self {
+            return Some(tables.iter().map(Toml::Table).collect());
+        }
         Some(self.value()?.as_array()?.iter().map(Toml::Value).collect())
     }
 
@@ -71,6 +77,7 @@ impl<'a> Node<'a> for Toml<'a> {
         let table: &dyn TableLike = match self {
             Toml::Item(i) => i.as_table_like()?,
             Toml::Value(v) => v.as_inline_table()?,
+            Toml::Table(t) => t as &dyn TableLike,
         };
         let entries = table
             .iter()

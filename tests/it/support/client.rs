@@ -121,7 +121,10 @@ impl Conn {
     }
 }
 
-async fn read_response<R: AsyncRead + Unpin>(reader: &mut Reader<R>, connect: bool) -> Response {
+pub async fn read_response<R: AsyncRead + Unpin>(
+    reader: &mut Reader<R>,
+    connect: bool,
+) -> Response {
     let head = within("read response head", reader.read_head())
         .await
         .unwrap_or_else(|| panic!("connection closed before a response"));

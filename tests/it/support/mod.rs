@@ -20,6 +20,7 @@ pub mod http;
 pub mod org;
 pub mod origin;
 pub mod proxy;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

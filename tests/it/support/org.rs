@@ -29,7 +29,14 @@ impl Org {
     }
 
     pub fn allow(mut self, pattern: &str) -> Org {
-        self.allowed_domains.push(pattern.to_string());
+        self.allowed_domains.push(quote(pattern));
+        self
+    }
+
+    /// An `allowed_domains` element as inline TOML, e.g. an entry with rules:
+    /// `{ host = "x.test", access = "read-only" }`.
+    pub fn allow_entry(mut self, inline_toml: &str) -> Org {
+        self.allowed_domains.push(inline_toml.to_string());
         self
     }
 
@@ -90,7 +97,7 @@ impl Org {
         if let Some(mode) = &self.mode {
             out += &format!("mode = {}\n", quote(mode));
         }
-        out += &format!("allowed_domains = {}\n", list(&self.allowed_domains));
+        out += &format!("allowed_domains = [{}]\n", self.allowed_domains.join(", "));
         out += &format!("denied_domains = {}\n", list(&self.denied_domains));
         if let Some(ports) = &self.allowed_ports {
             let ports: Vec<String> = ports.iter().map(u16::to_string).collect();

@@ -44,6 +44,8 @@ pub struct ProxyBuilder {
     audit_at: Option<PathBuf>,
     /// A command that execs the proxy (same pid), e.g. `prlimit --nofile=S:H`.
     run_under: Vec<String>,
+    /// `EGRESS_PROXY_LOG` for this proxy (its own log's filter), e.g. `debug`.
+    log: Option<String>,
 }
 
 impl ProxyBuilder {
@@ -69,7 +71,14 @@ impl ProxyBuilder {
             admin: None,
             audit_at: None,
             run_under: Vec::new(),
+            log: None,
         }
+    }
+
+    /// The proxy's own log at `filter` (`EGRESS_PROXY_LOG`), e.g. `debug`.
+    pub fn log(mut self, filter: &str) -> Self {
+        self.log = Some(filter.to_string());
+        self
     }
 
     /// Start the proxy through `command`, which must exec it in place (`prlimit ...`).
@@ -193,6 +202,9 @@ impl ProxyBuilder {
         }
         cmd.args(&self.args);
         configure_env(&mut cmd);
+        if let Some(filter) = &self.log {
+            cmd.env("EGRESS_PROXY_LOG", filter);
+        }
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

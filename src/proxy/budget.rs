@@ -1,0 +1,331 @@
+//! Upload budgets on the wire (docs/reference/policy-files.md, "Upload budget"): what
+//! each session (or the proxy, for requests without one) has sent upstream, and the
+//! [`Allowance`] an approved request or tunnel draws its bytes from.
+//!
+//! Bytes are granted after they are read from the client and before they are written
+//! upstream, so whatever does not fit is never sent: a tunnel relays exactly what fits
+//! and closes, a request body is cut. Granting is one atomic operation on the meter the
+//! session's requests and tunnels share, so concurrent takers never overspend.
+//!
+//! The meters are keyed by session id, here rather than in the session store, so the
+//! store can change (or live elsewhere) without losing what a session has spent.
+
+use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use hyper::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+use hyper::{Method, Request};
+
+use super::refusal::Refusal;
+use crate::policy::{Budget, Reason, Target};
+use crate::session::Session;
+
+/// The bytes one session (or the proxy) has sent upstream.
+#[derive(Debug, Default)]
+pub struct Meter {
+    spent: AtomicU64,
+}
+
+impl Meter {
+    /// Take up to `want` bytes under `limit` (`None`: no limit, every byte is counted);
+    /// returns how many were granted. Never lets the total pass `limit`.
+    pub fn take(&self, want: u64, limit: Option<u64>) -> u64 {
+        let Some(limit) = limit else {
+            self.spent.fetch_add(want, Ordering::Relaxed);
+            return want;
+        };
+        let mut spent = self.spent.load(Ordering::Relaxed);
+        loop {
+            let grant = want.min(limit.saturating_sub(spent));
+            if grant == 0 {
+                return 0;
+            }
+            match self.spent.compare_exchange_weak(
+                spent,
+                spent + grant,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return grant,
+                Err(now) => spent = now,
+            }
+        }
+    }
+
+    pub fn spent(&self) -> u64 {
+        self.spent.load(Ordering::Relaxed)
+    }
+}
+
+/// What an approved request or tunnel may send upstream: its session's (or the
+/// proxy's) meter, under the budget in force for it.
+#[derive(Debug, Clone)]
+pub struct Allowance {
+    meter: Arc<Meter>,
+    budget: Option<Budget>,
+}
+
+impl Allowance {
+    /// No budget, counted on a meter of its own.
+    #[cfg(test)]
+    pub fn unlimited() -> Allowance {
+        Allowance {
+            meter: Arc::default(),
+            budget: None,
+        }
+    }
+
+    /// An allowance of `budget` on a fresh meter.
+    #[cfg(test)]
+    pub fn of(budget: Option<Budget>) -> Allowance {
+        Allowance {
+            meter: Arc::default(),
+            budget,
+        }
+    }
+
+    /// Grant up to `want` bytes: all of them without a budget, else what still fits.
+    pub fn grant(&self, want: usize) -> usize {
+        self.meter.take(want as u64, self.budget.map(|b| b.bytes)) as usize
+    }
+
+    /// The budget in force, if any.
+    pub fn budget(&self) -> Option<Budget> {
+        self.budget
+    }
+
+    /// Bytes left under the budget; `None` without one.
+    pub fn remaining(&self) -> Option<u64> {
+        let budget = self.budget?;
+        Some(budget.bytes.saturating_sub(self.meter.spent()))
+    }
+}
+
+/// The error a relay or a request body ends with when the budget is spent: the
+/// bytes that fit went upstream, the rest did not.
+#[derive(Debug)]
+pub struct Spent;
+
+impl std::fmt::Display for Spent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the upload budget is spent")
+    }
+}
+
+impl std::error::Error for Spent {}
+
+/// [`Spent`] as an I/O error.
+pub fn spent() -> io::Error {
+    io::Error::other(Spent)
+}
+
+/// Whether `e` (or what caused it) is [`Spent`].
+pub fn is_spent(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(e) = cause {
+        if e.is::<Spent>() {
+            return true;
+        }
+        if let Some(inner) = e.downcast_ref::<io::Error>().and_then(|io| io.get_ref()) {
+            if inner.is::<Spent>() {
+                return true;
+            }
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// Step 8 of the order of judgement (docs/reference/answers.md): refuse, before
+/// anything is sent, a request whose declared body would go past what is left, a body
+/// of unknown length or a tunnel when nothing is left.
+pub(crate) fn admit<B>(
+    req: &Request<B>,
+    allowance: &Allowance,
+    target: &Target,
+) -> Result<(), Refusal> {
+    let (Some(budget), Some(left)) = (allowance.budget(), allowance.remaining()) else {
+        return Ok(());
+    };
+    let headers = req.headers();
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let refused = if req.method() == Method::CONNECT {
+        (left == 0).then(|| "the upload budget is spent: no new tunnel opens".to_string())
+    } else if let Some(n) = declared {
+        (n > left).then(|| format!("the request body ({n} bytes) is more than the {left} bytes left of the upload budget"))
+    } else {
+        let body = headers.contains_key(TRANSFER_ENCODING);
+        (body && left == 0)
+            .then(|| "the upload budget is spent: no request body is sent".to_string())
+    };
+    match refused {
+        None => Ok(()),
+        Some(why) => Err(refusal(target, budget).with_detail(why)),
+    }
+}
+
+/// The refusal `budget` makes: `upload_budget_exceeded`, its rule and level.
+pub(crate) fn refusal(target: &Target, budget: Budget) -> Refusal {
+    let mut refusal = Refusal::new(
+        Reason::UploadBudgetExceeded,
+        target.host.to_string(),
+        target.port,
+    );
+    refusal.rule = Some(budget.rule());
+    refusal.level = Some(budget.level);
+    refusal
+}
+
+/// One session's meter, kept while the session may still send.
+struct Entry {
+    session: Weak<Session>,
+    idle_timeout: Duration,
+    used: Instant,
+    meter: Arc<Meter>,
+}
+
+impl Entry {
+    /// A meter may go once nobody holds its session (the store has let it go, and no
+    /// request or tunnel runs under it) and it has been unused past the session's idle
+    /// timeout, so the session has expired whatever store keeps it. Ids are never
+    /// reused, so a meter let go is never needed again.
+    fn done(&self, now: Instant) -> bool {
+        self.session.strong_count() == 0 && now.duration_since(self.used) > self.idle_timeout
+    }
+}
+
+/// The meters: one per session, one for the requests without a session.
+#[derive(Default)]
+pub struct Budgets {
+    proxy: Arc<Meter>,
+    sessions: Mutex<Sessions>,
+}
+
+#[derive(Default)]
+struct Sessions {
+    by_id: HashMap<String, Entry>,
+    /// Prune the map when it grows past this (doubling, so pruning is amortised).
+    prune_at: usize,
+}
+
+impl Budgets {
+    /// The allowance of a request under `budget`, drawn from its session's meter (or
+    /// the proxy's).
+    pub fn allowance(&self, session: Option<&Arc<Session>>, budget: Option<Budget>) -> Allowance {
+        let meter = match session {
+            None => self.proxy.clone(),
+            Some(s) => self.session_meter(s),
+        };
+        Allowance { meter, budget }
+    }
+
+    fn session_meter(&self, s: &Arc<Session>) -> Arc<Meter> {
+        let now = Instant::now();
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sessions.by_id.len() >= sessions.prune_at {
+            sessions.by_id.retain(|_, e| !e.done(now));
+            sessions.prune_at = (2 * sessions.by_id.len()).max(64);
+        }
+        let entry = sessions.by_id.entry(s.id.clone()).or_insert_with(|| Entry {
+            session: Arc::downgrade(s),
+            idle_timeout: s.idle_timeout,
+            used: now,
+            meter: Arc::default(),
+        });
+        entry.used = now;
+        entry.session = Arc::downgrade(s);
+        entry.meter.clone()
+    }
+}
+
+/// A request body that draws its bytes from an [`Allowance`]: a data frame that does
+/// not fit is cut to what does, and the body then fails with [`Spent`], so the upstream
+/// request is never complete (hyper aborts it). Bytes granted are added to `sent`;
+/// `cut` is set once the body is cut.
+pub struct Budgeted<B> {
+    pub inner: B,
+    pub allowance: Allowance,
+    pub sent: Arc<AtomicU64>,
+    pub cut: Arc<AtomicBool>,
+    /// The failure is held back for one poll after the cut frame, so hyper writes that
+    /// frame out (it flushes when the body is not ready) before it aborts the request.
+    held: bool,
+}
+
+impl<B> Budgeted<B> {
+    pub fn new(inner: B, allowance: Allowance, sent: Arc<AtomicU64>, cut: Arc<AtomicBool>) -> Self {
+        Budgeted {
+            inner,
+            allowance,
+            sent,
+            cut,
+            held: false,
+        }
+    }
+}
+
+impl<B> HttpBody for Budgeted<B>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: Into<crate::proxy::BoxError>,
+{
+    type Data = Bytes;
+    type Error = crate::proxy::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.cut.load(Ordering::Relaxed) {
+            if !std::mem::replace(&mut self.held, true) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            return Poll::Ready(Some(Err(Box::new(Spent))));
+        }
+        let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => frame,
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
+        };
+        let mut data = match frame.into_data() {
+            Ok(data) => data,
+            // Trailers are a head, not body bytes: not counted.
+            Err(frame) => return Poll::Ready(Some(Ok(frame))),
+        };
+        let granted = self.allowance.grant(data.len());
+        self.sent.fetch_add(granted as u64, Ordering::Relaxed);
+        if granted < data.len() {
+            self.cut.store(true, Ordering::Relaxed);
+            if granted == 0 {
+                self.held = true;
+                return Poll::Ready(Some(Err(Box::new(Spent))));
+            }
+            data.truncate(granted);
+        }
+        Poll::Ready(Some(Ok(Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        !self.cut.load(Ordering::Relaxed) && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+#[path = "budget_tests.rs"]
+mod tests;

@@ -1,0 +1,204 @@
+//! Intercepted tunnels (docs/reference/inspection.md): for a `CONNECT` (or a redirected
+//! TLS connection) to an inspected host, the proxy completes the client's handshake with
+//! a leaf certificate for the host, reads the HTTP/1.1 requests inside, and judges each
+//! one with the same code as every other request ([`judge::judge_inner`]). An allowed
+//! request is forwarded by [`forward::forward`] over TLS to the tunnel's checked
+//! addresses, verified for the `CONNECT` name; a refusal is answered by [`answer`] over
+//! the intercepted connection.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+
+use super::judge::{self, Approved};
+use super::pool::Upstream;
+use super::record::{audit_refusal, count, count_approved, inspected_url, Asked, Client};
+use super::refusal::Stop;
+use super::state::State;
+use super::{answer, forward, Body};
+use crate::audit::Via;
+use crate::metrics::Outcome;
+use crate::net::dial::CheckedAddr;
+
+/// The tunnel being intercepted: what every request inside is judged against.
+pub(crate) struct Inside<'a> {
+    pub tunnel: &'a Approved,
+    pub state: &'a Arc<State>,
+    pub peer: SocketAddr,
+    pub via: Via,
+    pub pool: &'a Arc<Upstream>,
+}
+
+/// Serve an intercepted tunnel until the client closes it: `first` are the client bytes
+/// already read (its ClientHello), `upstream` the connection made to the checked address
+/// when the tunnel was approved (kept for the first request).
+pub(crate) async fn serve<S>(
+    io: S,
+    first: Vec<u8>,
+    upstream: TcpStream,
+    dialed: CheckedAddr,
+    inside: Inside<'_>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let state = inside.state;
+    let Some(interception) = state.interception.as_ref() else {
+        // Start-up refuses a policy that inspects without `--ca`; a tunnel never gets here
+        // without one.
+        tracing::warn!("an intercepted tunnel without a CA: closed");
+        return;
+    };
+    let name = inside.tunnel.target.host.to_string();
+    let config = match interception.leaves.config_for(&name) {
+        Ok(config) => config,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot make a certificate; tunnel closed");
+            return;
+        }
+    };
+    let accept = TlsAcceptor::from(config).accept(Prefixed::new(first, io));
+    let tls = match tokio::time::timeout(state.limits.header_timeout, accept).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::info!(host = %name, error = %e, "client refused the TLS handshake of an intercepted tunnel (does it trust the proxy's CA?)");
+            return;
+        }
+        Err(_) => return,
+    };
+    let tls_name: Arc<str> = Arc::from(name.as_str());
+    match inside
+        .pool
+        .handshake(upstream, dialed, Some(&tls_name))
+        .await
+    {
+        Ok(lease) => inside.pool.put_back(lease),
+        // The first request dials again, and answers 502 if it fails the same way.
+        Err(e) => tracing::debug!(host = %name, error = %e, "upstream TLS failed"),
+    }
+    let service = service_fn(|req: Request<Incoming>| {
+        let inside = &inside;
+        async move { Ok::<_, Infallible>(handle(req, inside).await) }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(state.limits.header_timeout)
+        .max_buf_size(state.limits.max_header_bytes.max(8192));
+    if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
+        tracing::debug!(host = %name, error = %e, "intercepted connection ended with an error");
+    }
+}
+
+/// One request inside: judge it, then forward it or refuse it.
+async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
+    let state = inside.state;
+    let client = Client::new(inside.peer, Asked::of(&req)).via(inside.via);
+    tracing::debug!(request_id = %client.request_id, host = %inside.tunnel.target.host, method = %req.method(), path = req.uri().path(), "a request inside an intercepted tunnel");
+    match judge::judge_inner(&req, inside.tunnel, state, &client).await {
+        Ok(approved) => {
+            count_approved(state, &client, &approved);
+            forward::forward(req, approved, state.clone(), client, inside.pool).await
+        }
+        Err(stop) => {
+            match &stop {
+                Stop::Denied(refusal) => {
+                    let url = inspected_url(&req, &inside.tunnel.target);
+                    Box::pin(audit_refusal(state, &client, refusal, Some(url))).await
+                }
+                Stop::Failed(failure) => {
+                    count(state, &client, Outcome::Failed);
+                    tracing::info!(request_id = %client.request_id, "{}", failure.message)
+                }
+            }
+            answer::stop(&stop, &client.request_id)
+        }
+    }
+}
+
+/// A stream that yields `first` before what it reads from `inner`: the client bytes the
+/// tunnel's judgement already read go to the TLS handshake first.
+struct Prefixed<S> {
+    first: Vec<u8>,
+    at: usize,
+    inner: S,
+}
+
+impl<S> Prefixed<S> {
+    fn new(first: Vec<u8>, inner: S) -> Prefixed<S> {
+        Prefixed {
+            first,
+            at: 0,
+            inner,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.at < self.first.len() {
+            let rest = &self.first[self.at..];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            self.at += n;
+            if self.at == self.first.len() {
+                self.first = Vec::new();
+                self.at = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    #[tokio::test]
+    async fn prefixed_yields_the_first_bytes_then_the_stream() {
+        let (mut a, b) = tokio::io::duplex(64);
+        tokio::io::AsyncWriteExt::write_all(&mut a, b" world")
+            .await
+            .unwrap();
+        drop(a);
+        let mut read = Prefixed::new(b"hello".to_vec(), b);
+        let mut all = String::new();
+        read.read_to_string(&mut all).await.unwrap();
+        assert_eq!(all, "hello world");
+    }
+}

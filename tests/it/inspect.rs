@@ -1,0 +1,480 @@
+//! Interception (docs/reference/inspection.md): tunnels to inspected hosts are
+//! terminated with a certificate from the proxy's CA, and each request inside is judged
+//! by method, path and `Host`, answered through the one answer function, forwarded over
+//! TLS verified against `--upstream-ca`. Every test uses a real TLS origin and a client
+//! that trusts only the proxy's CA.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::support::org::Org;
+use crate::support::origin::HttpsOrigin;
+use crate::support::proxy::{Proxy, ProxyBuilder};
+use crate::support::tls::{ca_cert, ca_init, write_pem, Inner};
+use crate::support::unique_temp_dir;
+
+/// An HTTPS origin for `secure.test`, and a proxy that inspects it under `entry` (an
+/// organization entry), with a `--policy` of the same entry.
+struct Setup {
+    origin: HttpsOrigin,
+    proxy: Proxy,
+    ca: PathBuf,
+}
+
+impl Setup {
+    async fn start(entry: &str) -> Setup {
+        Setup::with(entry, |b| b).await
+    }
+
+    async fn with(entry: &str, more: impl FnOnce(ProxyBuilder) -> ProxyBuilder) -> Setup {
+        let origin = HttpsOrigin::start().await;
+        let dir = unique_temp_dir("inspect");
+        let ca = ca_init(&dir);
+        let upstream_ca = dir.join("origin.pem");
+        write_pem(&upstream_ca, &origin.cert_der());
+        let org = Org::new()
+            .allow_entry(entry)
+            .ports(&[443, origin.port()])
+            .loopback()
+            .to_toml();
+        let builder = ProxyBuilder::new(org)
+            .policy(policy_of(entry))
+            .pin("secure.test")
+            .audit_allowed()
+            .arg("--ca")
+            .arg(ca.to_str().unwrap())
+            .arg("--upstream-ca")
+            .arg(upstream_ca.to_str().unwrap());
+        let proxy = more(builder).start().await;
+        Setup { origin, proxy, ca }
+    }
+
+    async fn inner(&self) -> Inner {
+        self.inner_with(&[]).await
+    }
+
+    async fn inner_with(&self, headers: &[(&str, &str)]) -> Inner {
+        let port = self.origin.port();
+        Inner::open(
+            self.proxy.addr,
+            "secure.test",
+            port,
+            ca_cert(&self.ca),
+            headers,
+        )
+        .await
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("https://secure.test:{}{path}", self.origin.port())
+    }
+
+    async fn denial(&self, reason: &str) -> Value {
+        self.proxy
+            .wait_audit(
+                |r| r["event"] == "egress.denied" && r["reason"] == reason,
+                std::time::Duration::from_secs(5),
+            )
+            .await
+    }
+}
+
+/// A request policy holding the organization entry `inline_toml`, as JSON.
+fn policy_of(inline_toml: &str) -> String {
+    let doc: toml::Table = toml::from_str(&format!("e = {inline_toml}")).expect("entry TOML");
+    let mut entry = serde_json::to_value(&doc["e"]).expect("entry as JSON");
+    if let Some(map) = entry.as_object_mut() {
+        // `inspect` is the organization's alone.
+        map.remove("inspect");
+    }
+    serde_json::json!({"type": "allowlist", "allowed_domains": [entry]}).to_string()
+}
+
+const READ_ONLY: &str = r#"{ host = "secure.test", access = "read-only" }"#;
+
+#[tokio::test]
+async fn an_allowed_get_inside_an_intercepted_tunnel_reaches_the_origin_over_verified_tls() {
+    let s = Setup::start(READ_ONLY).await;
+    let mut inner = s.inner().await;
+    let answer = inner.request("GET", "/repos/acme?page=2", &[], b"").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.text(), s.origin.body());
+    let seen = s.origin.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].method, "GET");
+    assert_eq!(seen[0].target, "/repos/acme?page=2");
+    let host = format!("secure.test:{}", s.origin.port());
+    assert_eq!(seen[0].header("host"), Some(host.as_str()));
+    // The same tunnel serves the next request (keep-alive inside).
+    let again = inner.request("GET", "/repos", &[], b"").await;
+    assert_eq!(again.status, 200);
+    assert_eq!(s.origin.hits(), 2);
+    let allowed = s
+        .proxy
+        .wait_audit(
+            |r| r["event"] == "egress.allowed" && r["method"] == "GET",
+            std::time::Duration::from_secs(5),
+        )
+        .await;
+    assert_eq!(allowed["url"], s.url("/repos/acme?page=2"));
+    assert_eq!(allowed["rule"], READ_ONLY);
+}
+
+#[tokio::test]
+async fn a_post_under_read_only_is_method_not_allowed_inside_and_never_reaches_the_origin() {
+    let s = Setup::start(READ_ONLY).await;
+    let mut inner = s.inner().await;
+    let answer = inner.request("POST", "/gists", &[], b"secret data").await;
+    assert_eq!(answer.status, 403, "{answer:?}");
+    assert_eq!(answer.json()["error"]["reason"], "method_not_allowed");
+    assert_eq!(s.origin.hits(), 0, "the origin saw the refused POST");
+    let record = s.denial("method_not_allowed").await;
+    assert_eq!(record["method"], "POST");
+    assert_eq!(record["url"], s.url("/gists"));
+    assert_eq!(record["rule"], READ_ONLY);
+    assert_eq!(record["host"], "secure.test");
+    // The connection stays usable: a GET after the refusal goes through.
+    let after = inner.request("GET", "/", &[], b"").await;
+    assert_eq!(after.status, 200);
+    assert_eq!(s.origin.hits(), 1);
+}
+
+#[tokio::test]
+async fn a_path_outside_the_rules_is_path_not_allowed() {
+    let entry =
+        r#"{ host = "secure.test", methods = ["GET"], paths = ["/repos/acme/*", "/user"] }"#;
+    let s = Setup::start(entry).await;
+    let mut inner = s.inner().await;
+    for allowed in ["/repos/acme/widgets", "/user", "/repos/acme/a/../b"] {
+        let answer = inner.request("GET", allowed, &[], b"").await;
+        assert_eq!(answer.status, 200, "{allowed}: {answer:?}");
+    }
+    for refused in [
+        "/repos/other",
+        "/user/keys",
+        "/repos/acme",
+        "/repos/acme/../other",
+    ] {
+        let answer = inner.request("GET", refused, &[], b"").await;
+        assert_eq!(answer.status, 403, "{refused}: {answer:?}");
+        assert_eq!(
+            answer.json()["error"]["reason"],
+            "path_not_allowed",
+            "{refused}"
+        );
+    }
+    let seen: Vec<String> = s.origin.requests().into_iter().map(|r| r.target).collect();
+    // What the origin got is the normalised path that was judged.
+    assert_eq!(seen, ["/repos/acme/widgets", "/user", "/repos/acme/b"]);
+    s.denial("path_not_allowed").await;
+}
+
+#[tokio::test]
+async fn path_tricks_inside_the_tunnel_fail_closed_on_the_wire() {
+    let entry = r#"{ host = "secure.test", paths = ["/public/*"] }"#;
+    let s = Setup::start(entry).await;
+    let tricks = [
+        "/public/..%2fprivate",
+        "/public/%2e%2e/private",
+        "/public/..%2Fprivate",
+        "/public%2f..%2fprivate",
+        "/public/%252e%252e/private",
+        "/public//../private",
+        "/public/..;/private",
+        "/public/..\\private",
+        "/public/%00/x",
+        "/public/%5c../private",
+        "/public/%ff/x",
+    ];
+    for trick in tricks {
+        // A fresh tunnel each time: a 400 may close the connection.
+        let mut inner = s.inner().await;
+        let answer = inner.request("GET", trick, &[], b"").await;
+        assert!(
+            answer.status == 400 || answer.status == 403,
+            "{trick} answered {answer:?}"
+        );
+    }
+    for r in s.origin.requests() {
+        assert!(
+            r.target.starts_with("/public/"),
+            "forwarded outside the rules: {}",
+            r.target
+        );
+    }
+    let mut inner = s.inner().await;
+    let fine = inner.request("GET", "/public/%61.txt", &[], b"").await;
+    assert_eq!(
+        fine.status, 200,
+        "an encoded unreserved character is decoded: {fine:?}"
+    );
+    assert_eq!(s.origin.requests().last().unwrap().target, "/public/a.txt");
+}
+
+#[tokio::test]
+async fn a_host_other_than_the_connect_host_is_host_mismatch() {
+    let s = Setup::start(READ_ONLY).await;
+    let mut inner = s.inner().await;
+    let answer = inner
+        .request("GET", "/", &[("Host", "elsewhere.test")], b"")
+        .await;
+    assert_eq!(answer.status, 403, "{answer:?}");
+    assert_eq!(answer.json()["error"]["reason"], "host_mismatch");
+    assert_eq!(s.origin.hits(), 0);
+    let record = s.denial("host_mismatch").await;
+    assert_eq!(record["host"], "secure.test");
+}
+
+#[tokio::test]
+async fn an_upstream_certificate_that_does_not_verify_is_a_502() {
+    let origin = HttpsOrigin::start().await;
+    let dir = unique_temp_dir("inspect-untrusted");
+    let ca = ca_init(&dir);
+    let org = Org::new()
+        .allow_entry(READ_ONLY)
+        .ports(&[origin.port()])
+        .loopback()
+        .to_toml();
+    // No --upstream-ca: the origin's self-signed certificate is in no root store.
+    let proxy = ProxyBuilder::new(org)
+        .policy(policy_of(READ_ONLY))
+        .pin("secure.test")
+        .arg("--ca")
+        .arg(ca.to_str().unwrap())
+        .start()
+        .await;
+    let mut inner = Inner::open(proxy.addr, "secure.test", origin.port(), ca_cert(&ca), &[]).await;
+    let answer = inner.request("GET", "/", &[], b"").await;
+    assert_eq!(answer.status, 502, "{answer:?}");
+    assert_eq!(origin.hits(), 0, "a request went over unverified TLS");
+}
+
+#[tokio::test]
+async fn the_client_side_offers_http1_only() {
+    let s = Setup::start(READ_ONLY).await;
+    let inner = s.inner().await;
+    assert_eq!(inner.alpn().as_deref(), Some(&b"http/1.1"[..]));
+}
+
+#[tokio::test]
+async fn x_network_policy_on_the_connect_narrows_every_request_inside() {
+    let s = Setup::start(r#"{ host = "secure.test", inspect = true }"#).await;
+    let narrower =
+        r#"{"type":"allowlist","allowed_domains":[{"host":"secure.test","methods":["GET"]}]}"#;
+    let mut inner = s.inner_with(&[("X-Network-Policy", narrower)]).await;
+    assert_eq!(inner.request("GET", "/", &[], b"").await.status, 200);
+    let post = inner.request("POST", "/", &[], b"x").await;
+    assert_eq!(post.status, 403, "{post:?}");
+    assert_eq!(post.json()["error"]["reason"], "method_not_allowed");
+    assert_eq!(
+        s.denial("method_not_allowed").await["policy_level"],
+        "request"
+    );
+    assert_eq!(s.origin.hits(), 1);
+    // And a header inside narrows that one request only.
+    let only_docs = r#"{"type":"allowlist","allowed_domains":[{"host":"secure.test","methods":["GET"],"paths":["/docs/*"]}]}"#;
+    let get = inner
+        .request("GET", "/", &[("X-Network-Policy", only_docs)], b"")
+        .await;
+    assert_eq!(get.json()["error"]["reason"], "path_not_allowed");
+    // One asking for more than the tunnel's header allows is refused whole.
+    let wider = r#"{"type":"allowlist","allowed_domains":[{"host":"secure.test","methods":["GET","POST"]}]}"#;
+    let widened = inner
+        .request("GET", "/", &[("X-Network-Policy", wider)], b"")
+        .await;
+    assert_eq!(widened.json()["error"]["reason"], "policy_widening");
+    assert_eq!(inner.request("GET", "/", &[], b"").await.status, 200);
+}
+
+#[tokio::test]
+async fn a_policy_that_inspects_without_a_ca_refuses_to_start_naming_the_entry() {
+    let dir = unique_temp_dir("inspect-no-ca");
+    let org = dir.join("org.toml");
+    let toml = Org::new().allow_entry(READ_ONLY).to_toml();
+    std::fs::write(&org, toml).unwrap();
+    let (code, stderr) = crate::support::proxy::run_expect_exit(&[
+        "serve",
+        "--org",
+        org.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--resolve",
+        "secure.test=127.0.0.1",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("secure.test") && stderr.contains("--ca"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn ca_init_refuses_to_overwrite_a_ca() {
+    let dir = unique_temp_dir("ca-twice");
+    let ca = ca_init(&dir);
+    let (code, stderr) =
+        crate::support::proxy::run_expect_exit(&["ca", "init", ca.to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("already exists"), "{stderr}");
+}
+
+/// The credential the org gives `secure.test` in the credential tests.
+const SECRET: &str = "Bearer egress-it-credential-5f1e";
+
+#[tokio::test]
+async fn a_credential_is_set_on_requests_to_its_host_only_and_never_shown() {
+    let plain = crate::support::origin::Origin::start_named("plain").await;
+    let origin = HttpsOrigin::start().await;
+    let dir = unique_temp_dir("inspect-credentials");
+    let ca = ca_init(&dir);
+    let upstream_ca = dir.join("origin.pem");
+    write_pem(&upstream_ca, &origin.cert_der());
+    let secret_file = dir.join("github-token");
+    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
+    let entry = r#"{ host = "secure.test", inspect = true }"#;
+    let org = Org::new()
+        .allow_entry(entry)
+        .allow("allowed.test")
+        .ports(&[443, origin.port(), plain.port()])
+        .loopback()
+        .raw_line(&format!(
+            "[[credentials]]\nhost = \"secure.test\"\nheader = \"Authorization\"\nvalue_file = {:?}",
+            secret_file.to_str().unwrap()
+        ))
+        .to_toml();
+    let policy = r#"{"type":"allowlist","allowed_domains":["secure.test","allowed.test"]}"#;
+    let proxy = ProxyBuilder::new(org)
+        .policy(policy)
+        .pin("secure.test")
+        .pin("allowed.test")
+        .audit_allowed()
+        .admin("it-admin-token")
+        .log("debug")
+        .arg("--ca")
+        .arg(ca.to_str().unwrap())
+        .arg("--upstream-ca")
+        .arg(upstream_ca.to_str().unwrap())
+        .start()
+        .await;
+    let mut inner = Inner::open(proxy.addr, "secure.test", origin.port(), ca_cert(&ca), &[]).await;
+    let first = inner.request("GET", "/user", &[], b"").await;
+    assert_eq!(first.status, 200, "{first:?}");
+    // The client's own Authorization is replaced, not added to.
+    let replaced = inner
+        .request(
+            "GET",
+            "/user",
+            &[("Authorization", "Bearer the-sandbox-guess")],
+            b"",
+        )
+        .await;
+    assert_eq!(replaced.status, 200);
+    for seen in origin.requests() {
+        assert_eq!(seen.header_all("authorization"), [SECRET], "{seen:?}");
+    }
+    // Another allowed host never gets it, even when the client names it.
+    let url = format!("http://allowed.test:{}/", plain.port());
+    let other = crate::support::client::get_via_proxy(proxy.addr, &url, &[]).await;
+    assert_eq!(other.status, 200);
+    assert!(plain.requests()[0].header("authorization").is_none());
+    // A refusal inside the tunnel does not echo it either.
+    let refused = inner
+        .request("GET", "/", &[("Host", "elsewhere.test")], b"")
+        .await;
+    assert_eq!(refused.status, 403);
+    let metrics = proxy.admin().metrics().await;
+    proxy
+        .wait_audit(
+            |r| r["reason"] == "host_mismatch",
+            std::time::Duration::from_secs(5),
+        )
+        .await;
+    let shown = [
+        ("the audit log", proxy.audit_text()),
+        ("the proxy's debug log", proxy.stderr()),
+        ("/metrics", metrics),
+        (
+            "the answers",
+            format!("{first:?}{replaced:?}{other:?}{refused:?}"),
+        ),
+    ];
+    for (place, text) in shown {
+        assert!(
+            !text.contains("egress-it-credential"),
+            "the credential is in {place}:\n{text}"
+        );
+    }
+    // The probe is real: the debug log did record these requests.
+    assert!(
+        proxy.stderr().contains("DEBUG"),
+        "no debug log to search:\n{}",
+        proxy.stderr()
+    );
+}
+
+#[tokio::test]
+async fn a_credential_for_a_host_allowed_on_443_without_inspection_is_a_load_error() {
+    let dir = unique_temp_dir("inspect-credential-plain");
+    let org = dir.join("org.toml");
+    let toml = Org::new()
+        .allow("secure.test")
+        .raw_line("[[credentials]]\nhost = \"secure.test\"\nheader = \"Authorization\"\nvalue_file = \"token\"")
+        .to_toml();
+    std::fs::write(&org, toml).unwrap();
+    let (code, stderr) = crate::support::proxy::run_expect_exit(&[
+        "check",
+        "--org",
+        org.to_str().unwrap(),
+        "secure.test:443",
+    ]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("without inspection"), "{stderr}");
+}
+
+#[tokio::test]
+async fn requests_inside_an_intercepted_tunnel_pay_the_upload_budget() {
+    let origin = HttpsOrigin::start().await;
+    let dir = unique_temp_dir("inspect-budget");
+    let ca = ca_init(&dir);
+    let upstream_ca = dir.join("origin.pem");
+    write_pem(&upstream_ca, &origin.cert_der());
+    let entry = r#"{ host = "secure.test", inspect = true }"#;
+    let org = Org::new()
+        .allow_entry(entry)
+        .ports(&[origin.port()])
+        .loopback()
+        .raw_line("[limits]\nupload_bytes = 10")
+        .to_toml();
+    let proxy = ProxyBuilder::new(org)
+        .policy(r#"{"type":"allowlist","allowed_domains":["secure.test"]}"#)
+        .pin("secure.test")
+        .arg("--ca")
+        .arg(ca.to_str().unwrap())
+        .arg("--upstream-ca")
+        .arg(upstream_ca.to_str().unwrap())
+        .start()
+        .await;
+    let mut inner = Inner::open(proxy.addr, "secure.test", origin.port(), ca_cert(&ca), &[]).await;
+    let fits = inner.request("POST", "/a", &[], b"123456").await;
+    assert_eq!(fits.status, 200, "{fits:?}");
+    let over = inner.request("POST", "/b", &[], b"7890123").await;
+    assert_eq!(over.status, 403, "{over:?}");
+    assert_eq!(over.json()["error"]["reason"], "upload_budget_exceeded");
+    let bodies: Vec<Vec<u8>> = origin.requests().into_iter().map(|r| r.body).collect();
+    assert_eq!(
+        bodies,
+        [b"123456".to_vec()],
+        "the origin got more than the budget"
+    );
+    let record = proxy
+        .wait_audit(
+            |r| r["reason"] == "upload_budget_exceeded",
+            std::time::Duration::from_secs(5),
+        )
+        .await;
+    assert_eq!(
+        record["url"],
+        format!("https://secure.test:{}/b", origin.port())
+    );
+}
