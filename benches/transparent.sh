@@ -16,7 +16,8 @@
 #   127.0.0.1:3128 (a Lua script, as wrk has no proxy option), once straight to the
 #   synthetic address with `Host` set (the transparent listener's HTTP path).
 #
-# It prints the medians and the ratios transparent / explicit (the target is >= 0.95).
+# It prints the medians and the ratios transparent / explicit (the target is >= 0.95),
+# and the median of the per-pair ratios (each pair runs back to back).
 # The name is pinned with --resolve; every process it starts is recorded by PID and
 # killed on exit; every run is bounded (wrk by DURATION, curl by --max-time).
 #
@@ -164,6 +165,10 @@ echo "| what (median of $ROUNDS rounds) | explicit proxy | transparent | transpa
 echo "|---|---|---|---|"
 echo "| HTTPS download through a tunnel, MB/s | $(mbs "$tput_e") | $(mbs "$tput_t") | $(ratio "$tput_t" "$tput_e") |"
 echo "| keep-alive requests/s (wrk -c $CONNS) | $rps_e | $rps_t | $(ratio "$rps_t" "$rps_e") |"
+# The median of per-pair ratios: the two runs of a pair are back to back, under much the
+# same load from the rest of the machine (the medians above can fall in different pairs).
+pair_ratio() { paste "$TMP/$1-transparent" "$TMP/$1-explicit" | awk '$2 > 0 {print $1 / $2}' | median; }
+echo "| the same, median of per-pair ratios | | | $(pair_ratio tput | xargs printf '%.3f') (download), $(pair_ratio rps | xargs printf '%.3f') (requests/s) |"
 echo
 echo "per round: tput explicit $(paste -sd' ' "$TMP/tput-explicit"); transparent $(paste -sd' ' "$TMP/tput-transparent")"
 echo "per round: rps explicit $(paste -sd' ' "$TMP/rps-explicit"); transparent $(paste -sd' ' "$TMP/rps-transparent")"
