@@ -8,8 +8,10 @@
 # sends FEW and then MANY keep-alive GETs over one client connection (a small Python
 # client), and prints (instructions at MANY - instructions at FEW) / (MANY - FEW): the
 # start-up cost cancels out. Needs valgrind, nginx and python3. Knobs (environment):
-# FEW=500 MANY=2500 BASE_PORT=21200 PROXY_BIN (default: the release build). The proxy
-# pins its one name with --resolve: nothing is resolved through the system resolver.
+# FEW=500 MANY=2500 BASE_PORT=21200 PROXY_BIN (default: the release build), RULES=1 (the
+# entry is `{ host = ..., access = "read-only" }`, so each GET is judged by method and
+# normalised path). The proxy pins its one name with --resolve: nothing is resolved
+# through the system resolver.
 set -euo pipefail
 
 FEW=${FEW:-500}
@@ -43,11 +45,15 @@ CONF
 nginx -p "$TMP" -c "$TMP/nginx.conf" &
 PIDS+=($!)
 wait_port "$ORIGIN_PORT"
+entry="\"allowed.test:$ORIGIN_PORT\""
+if [ "${RULES:-0}" = 1 ]; then
+    entry="{ host = \"allowed.test:$ORIGIN_PORT\", access = \"read-only\" }"
+fi
 cat >"$TMP/org.toml" <<CONF
 version = 1
-allowed_domains = ["allowed.test:$ORIGIN_PORT"]
+allowed_domains = [$entry]
 allowed_cidrs = ["127.0.0.0/8"]
-default_network_policy = { type = "allowlist", allowed_domains = ["allowed.test:$ORIGIN_PORT"] }
+default_network_policy = { type = "allowlist", allowed_domains = [$entry] }
 CONF
 cat >"$TMP/client.py" <<'PY'
 import socket, sys

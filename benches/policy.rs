@@ -1,13 +1,15 @@
 //! Criterion benches of the pure policy core: one decision against organization policies
 //! of 10, 1,000 and 100,000 entries, compiling the largest, and the narrowing check of a
-//! 100-entry request policy (an `X-Network-Policy` header) against it. Inputs are built
+//! 100-entry request policy (an `X-Network-Policy` header) against it, and a request
+//! judged by entries with rules (method, path, the path's normalisation). Inputs are built
 //! outside the timed loops. Run with `cargo bench --bench policy`.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use egress_proxy::policy::{
-    check_narrowing, decide, Effective, Host, OrgPolicy, RequestPolicy, Target,
+    check_narrowing, decide, decide_request, normalize_path, Effective, Host, Http, OrgPolicy,
+    RequestPolicy, Target,
 };
 
 /// An organization policy of `n` entries: half exact names, half subtrees, spread over
@@ -96,5 +98,57 @@ fn bench_narrowing(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_decide, bench_compile, bench_narrowing);
+/// Entries with rules: a request judged by method and path against two entries for one
+/// host (the read-only entry refuses the POST, the second allows it), next to the same
+/// host judged as a `CONNECT`, and the path normalisation a request with rules pays.
+fn bench_rules(c: &mut Criterion) {
+    let text = r#"version = 1
+allowed_domains = [
+  "docs.example.com",
+  { host = "git.example.com", access = "read-only" },
+  { host = "git.example.com", methods = ["POST"], paths = ["/acme/repo.git/git-upload-pack"] },
+]
+default_network_policy = { type = "allowlist", allowed_domains = [{ host = "git.example.com", access = "read-only" }, { host = "git.example.com", methods = ["POST"], paths = ["/acme/repo.git/git-upload-pack"] }] }
+"#;
+    let org = OrgPolicy::from_toml(text, "bench.toml").expect("bench policy loads");
+    let policy = org.default_policy().clone();
+    let levels = [&policy];
+    let eff = Effective {
+        org: &org,
+        levels: &levels,
+    };
+    let git = Target {
+        host: Host::parse("git.example.com").unwrap(),
+        port: 443,
+    };
+    let raw = "/acme/repo.git/git-upload-pack?service=x";
+    let path = normalize_path(raw).unwrap();
+    let http = Http {
+        method: "POST",
+        path: &path,
+    };
+    assert!(decide_request(&eff, &git, &http).is_allowed());
+    let mut group = c.benchmark_group("rules");
+    group.bench_function("connect", |b| {
+        b.iter(|| decide(black_box(&eff), black_box(&git)))
+    });
+    group.bench_function("request_second_entry", |b| {
+        b.iter(|| decide_request(black_box(&eff), black_box(&git), black_box(&http)))
+    });
+    group.bench_function("must_intercept", |b| {
+        b.iter(|| black_box(&eff).must_intercept(black_box(&git)))
+    });
+    group.bench_function("normalize_path", |b| {
+        b.iter(|| normalize_path(black_box(raw)))
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    bench_decide,
+    bench_compile,
+    bench_narrowing,
+    bench_rules
+);
 criterion_main!(benches);

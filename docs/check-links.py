@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Check that every relative link in README.md and docs/**/*.md resolves.
+"""Check that every relative link in README.md, docs/**/*.md and deploy/**/*.md resolves.
 
 A link `[text](path)` must name a file or directory that exists, relative to the file
 it is in; `[text](path#anchor)` and `[text](#anchor)` must also name a heading of that
@@ -60,7 +60,11 @@ def without_code_spans(line):
 
 
 def main():
-    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    files = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+        *sorted((ROOT / "deploy").rglob("*.md")),
+    ]
     broken = 0
     checked = 0
     for md in files:

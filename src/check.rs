@@ -1,5 +1,5 @@
 //! `egress-proxy check`: decide targets offline with the proxy's own decision code
-//! ([`explain`], the decision with its steps, then [`check_address`] for literal IPs and
+//! ([`explain`](crate::policy::explain), the decision with its steps, then [`check_address`] for literal IPs and
 //! `--resolve` pins), and say why, step by step with `--explain`: the steps printed are
 //! the ones the decision took, not a second account of it.
 //!

@@ -27,6 +27,10 @@ pub enum Command {
     Lint(LintArgs),
     /// Audit log tools.
     Audit(AuditArgs),
+    /// What a policy change opens and closes: every change between two organization
+    /// files or two request policies, each marked widening or narrowing (exit 0 nothing
+    /// widened, 1 widened, 2 error).
+    Diff(DiffArgs),
     /// Run a command in a network whose only way out is the proxy (Linux, root or
     /// CAP_SYS_ADMIN and CAP_NET_ADMIN). Exit: the command's status (128+N for signal N);
     /// 125 run's own error, 126 not executable, 127 not found.
@@ -142,6 +146,21 @@ pub struct ServeArgs {
     /// Refuse (407) every proxied request without valid session credentials.
     #[arg(long)]
     pub require_session: bool,
+
+    /// Reload when the --org or --policy file changes (looked at every second, a
+    /// Kubernetes ConfigMap's symlink swap included), in addition to SIGHUP.
+    #[arg(long)]
+    pub watch_policy: bool,
+
+    /// Where sessions live: `memory` (this process) or `redis://HOST:PORT[/DB]`, shared
+    /// by every replica using the same Redis (docs/scale-out.md).
+    #[arg(long, value_name = "URL", default_value = "memory")]
+    pub session_store: String,
+
+    /// The longest any call to the session store may take (connect or answer), in
+    /// seconds, at most 10; past it, the store counts as unavailable.
+    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    pub session_store_timeout: f64,
 
     /// Also accept connections redirected here by nftables (a jail's, or a sidecar
     /// pod's: see `egress-proxy rules`), IP:PORT, judged by their original destination.
@@ -263,6 +282,79 @@ pub struct AuditArgs {
 pub enum AuditCommand {
     /// Summarise audit logs (JSON Lines, plain or gzip) for a security review.
     Summarize(SummarizeArgs),
+    /// Print the narrowest request policy that covers the traffic in audit logs;
+    /// destinations the organization denies or does not allow go to standard error.
+    Suggest(SuggestArgs),
+    /// Re-decide logged attempts under other policies, without resolving (exit 0 no
+    /// verdict changes, 1 changes, 2 error).
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// Output format; `markdown` suits a pull-request comment, `sarif` gives one result
+    /// per widening change.
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    pub format: DiffFormat,
+
+    /// The policy before the change: an organization file (TOML) or a request policy
+    /// (JSON), of the same kind as NEW.
+    #[arg(value_name = "OLD")]
+    pub old: PathBuf,
+
+    /// The policy after the change.
+    #[arg(value_name = "NEW")]
+    pub new: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    Text,
+    Markdown,
+    Json,
+    Sarif,
+}
+
+#[derive(Debug, Args)]
+pub struct SuggestArgs {
+    /// The organization policy the suggestion must load against.
+    #[arg(long, value_name = "FILE", default_value = "policies/org.toml")]
+    pub org: PathBuf,
+
+    /// Output format: `json` is the request policy itself; `text` lists each entry with
+    /// the names and records it covers.
+    #[arg(long, value_enum, default_value_t = SuggestFormat::Json)]
+    pub format: SuggestFormat,
+
+    /// Audit log files (gzip is recognised by its magic bytes).
+    #[arg(required = true, value_name = "LOG")]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SuggestFormat {
+    Json,
+    Text,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The organization policy to decide under.
+    #[arg(long, value_name = "FILE", default_value = "policies/org.toml")]
+    pub org: PathBuf,
+
+    /// The request policy to decide under; without it, the organization's
+    /// `default_network_policy`, as in `serve` and `check`.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+
+    /// Output format; `json` counts under `would_break` and `would_open`.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+    pub format: CheckFormat,
+
+    /// Audit log files (gzip is recognised by its magic bytes).
+    #[arg(required = true, value_name = "LOG")]
+    pub files: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

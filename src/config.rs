@@ -53,6 +53,17 @@ impl std::fmt::Debug for CaSource {
     }
 }
 
+/// Where sessions live (`--session-store`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionStoreConfig {
+    Memory,
+    /// A `redis://` URL, checked to parse.
+    Redis(String),
+}
+
+/// The longest `--session-store-timeout` (SPEC: a store outage is answered within 10 s).
+const MAX_STORE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Everything `serve` runs with, validated.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -79,6 +90,10 @@ pub struct ServeConfig {
     pub ca: Option<CaSource>,
     /// `--upstream-ca`: more roots for inspected hosts' servers.
     pub upstream_ca: Option<PathBuf>,
+    pub session_store: SessionStoreConfig,
+    pub session_store_timeout: Duration,
+    /// `--watch-policy`: reload when a policy file changes.
+    pub watch_policy: bool,
 }
 
 /// A positive, finite number of seconds.
@@ -115,7 +130,17 @@ impl ServeConfig {
             shutdown_grace: seconds("--shutdown-grace", args.shutdown_grace)?,
         };
         let admin = admin(&args)?;
+        let session_store_timeout = seconds("--session-store-timeout", args.session_store_timeout)?;
+        if session_store_timeout > MAX_STORE_TIMEOUT {
+            return Err(flag(
+                "--session-store-timeout",
+                "must be at most 10 seconds",
+            ));
+        }
         Ok(ServeConfig {
+            session_store: session_store(&args.session_store)?,
+            watch_policy: args.watch_policy,
+            session_store_timeout,
             pins: load::pins(&args.resolve)?,
             dns_timeout: seconds("--dns-timeout", args.dns_timeout)?,
             max_tunnels_per_client: at_least(
@@ -143,6 +168,23 @@ impl ServeConfig {
             upstream_ca: args.upstream_ca,
         })
     }
+}
+
+/// `memory`, or a `redis://HOST:PORT[/DB]` URL the Redis client accepts.
+fn session_store(url: &str) -> Result<SessionStoreConfig, ConfigError> {
+    if url == "memory" {
+        return Ok(SessionStoreConfig::Memory);
+    }
+    if !url.starts_with("redis://") {
+        return Err(flag(
+            "--session-store",
+            // The URL is not echoed: it may hold a password.
+            "must be `memory` or redis://HOST:PORT[/DB]",
+        ));
+    }
+    redis::Client::open(url)
+        .map(|_| SessionStoreConfig::Redis(url.to_string()))
+        .map_err(|e| flag("--session-store", format!("is not a Redis URL: {e}")))
 }
 
 /// The admin flags together: a non-loopback listener needs a token file, and sessions

@@ -5,8 +5,8 @@
 //! # Public API
 //!
 //! What the binary, the benches and the fuzz targets use: [`cli`] (the argument types),
-//! [`serve::run`], [`check::run`], [`lint`], [`summary`], the pure [`policy`] core, and
-//! `fuzzing` behind its feature. Everything else is `pub(crate)`.
+//! [`serve::run`], [`check::run`], [`lint`], [`summary`], [`diff`], the pure [`policy`]
+//! core, and `fuzzing` behind its feature. Everything else is `pub(crate)`.
 //!
 //! # Layout
 //!
@@ -33,10 +33,12 @@
 //! - `net`: resolving (pins, a chosen DNS server) and dialing checked addresses only.
 //! - `audit`: the audit record and its writer.
 //! - `admin`: the control plane on its own listener: the session calls, reload
-//!   (`POST /v1/reload`, also SIGHUP), `/metrics`, `/healthz`; bearer-token auth.
+//!   (`POST /v1/reload`, also SIGHUP and `--watch-policy`), `/metrics`, `/healthz`;
+//!   bearer-token auth.
 //! - `secrets`: the values of `[[credentials]]`, read at load, set on requests to their
 //!   host, never shown.
-//! - `session`: the session store: credentials (`Proxy-Authorization: Basic`), idle
+//! - `session`: sessions and the store interface they live behind (memory, the default,
+//!   or Redis shared by replicas): credentials (`Proxy-Authorization: Basic`), idle
 //!   expiry, and the signal that closes a session's tunnels when it ends.
 //! - `metrics`: the Prometheus metrics, counted on the request path without locks.
 //! - [`serve`]: `serve` start-up: loading policies, binding (proxy and admin listeners),
@@ -45,7 +47,11 @@
 //!   the jail, its first process, the nftables rulesets) and `rules` (the sidecar's).
 //! - [`check`]: `check`: deciding targets offline with the proxy's decision code.
 //! - [`lint`]: `lint`: rules over policy files -> findings -> text, JSON or SARIF.
-//! - [`summary`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML.
+//! - [`summary`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML;
+//!   `audit suggest` (a request policy from the traffic logged) and `audit replay`
+//!   (logged attempts decided again under other policies).
+//! - [`diff`]: `diff`: what a policy change opens and closes, by the covering relation,
+//!   as text, markdown, JSON or SARIF.
 //! - [`cli`]: command-line argument types.
 //! - `fuzzing` (only with the `fuzzing` feature, and in the library's tests): the entry
 //!   points of the fuzz targets in `fuzz/`, and the replay of their corpus.
@@ -60,6 +66,7 @@ pub(crate) mod audit;
 pub mod check;
 pub mod cli;
 pub(crate) mod config;
+pub mod diff;
 pub(crate) mod dns;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use egress_proxy::cli::{
-    AuditCommand, CheckArgs, Cli, Command, LintArgs, LintFormat, SummarizeArgs, SummaryFormat,
+    AuditCommand, CheckArgs, CheckFormat, Cli, Command, DiffArgs, DiffFormat, LintArgs, LintFormat,
+    ReplayArgs, SuggestArgs, SuggestFormat, SummarizeArgs, SummaryFormat,
 };
 use egress_proxy::lint::{self, Severity};
 
@@ -47,7 +48,10 @@ fn main() -> ExitCode {
         Command::Lint(args) => lint(&args),
         Command::Audit(args) => match args.command {
             AuditCommand::Summarize(args) => summarize(&args),
+            AuditCommand::Suggest(args) => suggest(&args),
+            AuditCommand::Replay(args) => replay(&args),
         },
+        Command::Diff(args) => diff(&args),
         Command::Run(args) => ExitCode::from(egress_proxy::run::main(args)),
         Command::Rules(args) => match emit(&egress_proxy::run::rules(&args)) {
             Ok(()) => ExitCode::SUCCESS,
@@ -156,4 +160,60 @@ fn summarize(args: &SummarizeArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(code) => code,
     }
+}
+
+/// Exit 1 when `changed`, else 0, once `output` is written.
+fn emit_then(output: &str, changed: bool) -> ExitCode {
+    match emit(output) {
+        Err(code) => code,
+        Ok(()) if changed => ExitCode::from(1),
+        Ok(()) => ExitCode::SUCCESS,
+    }
+}
+
+fn diff(args: &DiffArgs) -> ExitCode {
+    use egress_proxy::diff;
+    let d = match diff::run(&args.old, &args.new) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let output = match args.format {
+        DiffFormat::Text => diff::format::text(&d),
+        DiffFormat::Markdown => diff::format::markdown(&d),
+        DiffFormat::Json => diff::format::json(&d),
+        DiffFormat::Sarif => diff::sarif::sarif(&d),
+    };
+    emit_then(&output, d.widens())
+}
+
+fn suggest(args: &SuggestArgs) -> ExitCode {
+    use egress_proxy::summary::suggest;
+    let s = match suggest::run(&args.org, &args.files) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let output = match args.format {
+        SuggestFormat::Json => {
+            serde_json::to_string_pretty(&s.policy()).expect("serialisable") + "\n"
+        }
+        SuggestFormat::Text => suggest::text(&s),
+    };
+    eprint!("{}", suggest::left_out(&s));
+    emit_then(&output, false)
+}
+
+fn replay(args: &ReplayArgs) -> ExitCode {
+    use egress_proxy::summary::replay;
+    let r = match replay::replay(&args.org, args.policy.as_deref(), &args.files) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let output = match args.format {
+        CheckFormat::Text => replay::text(&r),
+        CheckFormat::Json => serde_json::to_string_pretty(&r).expect("serialisable") + "\n",
+    };
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
+    emit_then(&output, r.changed())
 }

@@ -11,13 +11,14 @@ use tokio::net::{TcpListener, UdpSocket};
 use crate::admin::{self, reload::Reloader, Admin};
 use crate::audit::AuditLog;
 use crate::cli::ServeArgs;
+use crate::config::SessionStoreConfig;
 use crate::config::{AdminConfig, CaSource, ConfigError, ServeConfig};
 use crate::load::{self, LoadError};
 use crate::metrics::Metrics;
 use crate::net::resolve::Resolver;
 use crate::net::synthetic::SyntheticNames;
 use crate::proxy::{self, State};
-use crate::session::SessionStore;
+use crate::session::{redis_store::RedisStore, MemoryStore, Store};
 
 /// Why `serve` did not start. Each message names the file or flag at fault.
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +54,8 @@ pub enum StartError {
         "the policy inspects {0}, which needs --ca DIR (make one with `egress-proxy ca init DIR`)"
     )]
     NoCa(String),
+    #[error("--session-store: {0}")]
+    SessionStore(crate::session::StoreError),
     #[error("cannot install the {signal} handler: {source}")]
     Signal {
         signal: &'static str,
@@ -251,11 +254,19 @@ pub async fn serve_with(
     listeners.extend(transparent.as_ref().map(|(_, addr)| *addr));
     listeners.extend(dns_listener.iter().flat_map(|(_, _, addrs)| *addrs));
     let own = crate::net::local::own_addresses(&listeners);
+    let sessions: Arc<dyn Store> = match &args.session_store {
+        SessionStoreConfig::Memory => Arc::new(MemoryStore::new(metrics.clone())),
+        SessionStoreConfig::Redis(url) => {
+            RedisStore::start(url, args.session_store_timeout, metrics.clone())
+                .map_err(StartError::SessionStore)?
+        }
+    };
     let state = Arc::new(State {
         policies: RwLock::new(Arc::new(policies)),
-        sessions: Arc::new(SessionStore::new(metrics.clone())),
+        sessions,
         metrics,
-        sessions_enabled: args.admin.is_some(),
+        // A shared store's sessions are made through another replica's admin API too.
+        sessions_enabled: args.admin.is_some() || args.session_store != SessionStoreConfig::Memory,
         require_session: args.require_session,
         resolver,
         audit,
@@ -277,6 +288,12 @@ pub async fn serve_with(
     // default action of SIGHUP would end the process).
     if !options.keep_sighup {
         tokio::spawn(reload_on_sighup(reloader.clone(), signal("SIGHUP")?));
+    }
+    if args.watch_policy {
+        let files = std::iter::once(args.org.clone())
+            .chain(args.policy.clone())
+            .collect();
+        tokio::spawn(admin::watch::watch(files, reloader.clone()));
     }
     tokio::spawn(reopen_on_sigusr1(state.audit.clone(), signal("SIGUSR1")?));
     tokio::spawn(expire_sessions(state.clone()));
@@ -388,17 +405,18 @@ async fn reopen_on_sigusr1(audit: AuditLog, mut usr1: tokio::signal::unix::Signa
 async fn reload_on_sighup(reloader: Arc<Reloader>, mut hup: tokio::signal::unix::Signal) {
     while hup.recv().await.is_some() {
         tracing::info!("SIGHUP: reloading the policies");
-        let _ = reloader.reload();
+        let _ = reloader.reload().await;
     }
 }
 
-/// End idle sessions (their tunnels close) a few times a second.
+/// The session store's upkeep a few times a second: idle sessions end (their tunnels
+/// close); a shared store is told of traffic and watched.
 async fn expire_sessions(state: Arc<State>) {
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        state.sessions.expire_idle();
+        state.sessions.tick().await;
     }
 }
 

@@ -2,22 +2,37 @@
 //! revoked by a reload, or idle for its timeout.
 //!
 //! A proxied request names its session in `Proxy-Authorization: Basic
-//! base64(ID:TOKEN)`. The token is compared in constant time and never written anywhere
-//! but the `201` that creates the session. Each session owns a `watch` channel that its
-//! tunnels listen on, so ending a session closes its open tunnels at once. An open tunnel
-//! counts as traffic: a session with open tunnels does not expire.
+//! base64(ID:TOKEN)`. Only the SHA-256 of the token is kept (in memory, or in Redis),
+//! and it is compared in constant time; the token itself is written nowhere but the
+//! `201` that creates the session. Each session owns a `watch` channel that its tunnels
+//! listen on, so ending a session closes its open tunnels at once. An open tunnel counts
+//! as traffic: a session with open tunnels does not expire.
+//!
+//! Where sessions live is the [`Store`] interface ([`store`]): [`memory::MemoryStore`]
+//! (one process, the default) or [`redis_store::RedisStore`] (shared by every replica,
+//! docs/scale-out.md). The request path sees only the interface.
 
-use std::collections::HashMap;
+pub mod memory;
+mod redis_admin;
+mod redis_record;
+pub mod redis_store;
+mod redis_sync;
+pub mod store;
+
+use std::any::Any;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine;
 use hyper::header::{HeaderMap, PROXY_AUTHORIZATION};
+use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
 use crate::policy::RequestPolicy;
+pub use memory::MemoryStore;
+pub use store::{BoxFuture, CreateError, NewSession, Store, StoreError};
 
 /// Default idle timeout, like the hosted containers' 20 minutes.
 pub const DEFAULT_IDLE_SECS: u64 = 1200;
@@ -32,25 +47,39 @@ pub enum Ended {
     Revoked,
 }
 
+/// The SHA-256 of a token: what is kept of it.
+pub type TokenHash = [u8; 32];
+
 /// One session. Shared by the store and by the requests and tunnels running under it.
 pub struct Session {
     pub id: String,
-    token: String,
+    token_hash: TokenHash,
     pub policy: RequestPolicy,
     /// The `network_policy` as the client sent it, shown back by `GET`.
     pub policy_json: serde_json::Value,
     pub label: Option<String>,
     pub idle_timeout: Duration,
     pub created_at: SystemTime,
-    /// Milliseconds since the store's epoch of the last traffic.
+    /// Milliseconds since the process's epoch ([`now_ms`]) of the last traffic here.
     last_activity: AtomicU64,
     open_tunnels: AtomicUsize,
     ended: watch::Sender<bool>,
+    /// When a shared store last confirmed the session exists ([`now_ms`]).
+    verified_at: AtomicU64,
+    /// The last traffic a shared store has been told of ([`now_ms`]).
+    pushed_at: AtomicU64,
+    /// Held while a shared store is asked whether the session still exists, so the
+    /// requests that find the copy stale at once ask once, not each.
+    verifying: tokio::sync::Mutex<()>,
+    /// The policies snapshot this session was last found covered by (see
+    /// [`Session::covered_under`]). A `Weak` keeps the allocation, so the address cannot
+    /// be reused by a later snapshot while it is held.
+    covered: Mutex<Option<Weak<dyn Any + Send + Sync>>>,
 }
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // No token here: a Debug print must never leak it.
+        // No token hash here: a Debug print must never leak credentials.
         f.debug_struct("Session")
             .field("id", &self.id)
             .field("label", &self.label)
@@ -59,33 +88,105 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
+    /// A session that had its last traffic now.
+    fn new(id: String, token_hash: TokenHash, new: NewSession, created_at: SystemTime) -> Session {
+        let now = now_ms();
+        Session {
+            id,
+            token_hash,
+            policy: new.policy,
+            policy_json: new.policy_json,
+            label: new.label,
+            idle_timeout: new.idle_timeout,
+            created_at,
+            last_activity: AtomicU64::new(now),
+            open_tunnels: AtomicUsize::new(0),
+            ended: watch::Sender::new(false),
+            verified_at: AtomicU64::new(now),
+            pushed_at: AtomicU64::new(now),
+            verifying: tokio::sync::Mutex::new(()),
+            covered: Mutex::new(None),
+        }
+    }
+
     /// Resolves once the session has ended (deleted, expired or revoked).
     pub async fn ended(&self) {
         let mut rx = self.ended.subscribe();
         let _ = rx.wait_for(|ended| *ended).await;
     }
 
-    #[cfg(test)]
     pub fn is_ended(&self) -> bool {
         *self.ended.borrow()
     }
 
+    /// Signal the end to the session's tunnels. True the first time.
+    fn end(&self) -> bool {
+        !self.ended.send_replace(true)
+    }
+
     pub fn open_tunnels(&self) -> usize {
         self.open_tunnels.load(Ordering::Relaxed)
+    }
+
+    fn touch(&self) {
+        self.last_activity.store(now_ms(), Ordering::Relaxed);
+    }
+
+    fn token_matches(&self, token: &str) -> bool {
+        constant_time_eq(&self.token_hash, &hash_token(token))
+    }
+
+    /// Whether the session's policy is covered by the policies `snapshot`, asking
+    /// `check` only once per snapshot that covers it. A fleet can run two policy
+    /// versions during a rollout, and a session made on a replica with a wider policy
+    /// must not be taken at its word on a narrower one (docs/scale-out.md).
+    pub fn covered_under<T, E>(
+        &self,
+        snapshot: &Arc<T>,
+        check: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        T: Any + Send + Sync,
+    {
+        let mut slot = self.covered.lock().unwrap_or_else(|p| p.into_inner());
+        let same = slot
+            .as_ref()
+            .is_some_and(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(snapshot)));
+        if same {
+            return Ok(());
+        }
+        check()?;
+        let any: Arc<dyn Any + Send + Sync> = snapshot.clone();
+        *slot = Some(Arc::downgrade(&any));
+        Ok(())
     }
 }
 
 /// Counts an open tunnel as traffic while it lives; the tunnel's end is traffic too.
 pub struct TunnelGuard {
     session: Arc<Session>,
-    store: Arc<SessionStore>,
 }
 
 impl Drop for TunnelGuard {
     fn drop(&mut self) {
         self.session.open_tunnels.fetch_sub(1, Ordering::Relaxed);
-        self.store.touch(&self.session);
+        self.session.touch();
     }
+}
+
+/// Mark an open tunnel of `session`: traffic until the guard drops. `None` when the
+/// session already holds `max` open tunnels (`--max-tunnels-per-session`).
+pub fn tunnel_opened(session: &Arc<Session>, max: usize) -> Option<TunnelGuard> {
+    session
+        .open_tunnels
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()?;
+    session.touch();
+    Some(TunnelGuard {
+        session: session.clone(),
+    })
 }
 
 /// Resolves when `session` ends; never, for a request without one.
@@ -106,6 +207,7 @@ pub struct View {
     pub created_at: String,
     pub last_activity: String,
     pub expires_at: String,
+    /// Tunnels open on this proxy (with a shared store, on this replica).
     pub open_tunnels: usize,
 }
 
@@ -116,6 +218,8 @@ pub enum AuthError {
     Missing,
     Malformed,
     Unknown,
+    /// The shared store did not answer: the credentials could not be checked.
+    StoreUnavailable,
 }
 
 impl AuthError {
@@ -126,198 +230,25 @@ impl AuthError {
             }
             AuthError::Malformed => "Proxy-Authorization is not Basic base64(SESSION_ID:TOKEN)",
             AuthError::Unknown => "unknown, expired, deleted or wrong session credentials",
+            AuthError::StoreUnavailable => {
+                "the session store cannot be reached; session credentials cannot be checked"
+            }
         }
     }
 }
 
-/// Every live session.
-pub struct SessionStore {
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
-    epoch: Instant,
-    epoch_wall: SystemTime,
-    metrics: Arc<Metrics>,
-}
-
-impl SessionStore {
-    pub fn new(metrics: Arc<Metrics>) -> SessionStore {
-        SessionStore {
-            sessions: Mutex::new(HashMap::new()),
-            epoch: Instant::now(),
-            epoch_wall: SystemTime::now(),
-            metrics,
-        }
+/// The (ID, TOKEN) a request's `Proxy-Authorization` names, if it carries one.
+pub fn credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, AuthError> {
+    let mut values = headers.get_all(PROXY_AUTHORIZATION).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(AuthError::Malformed);
     }
-
-    /// The store's lock. Held by a reload while it revokes and swaps policies, so a
-    /// session is never created against a policy that is being replaced.
-    pub fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
-    }
-
-    fn touch(&self, s: &Session) {
-        s.last_activity.store(self.now_ms(), Ordering::Relaxed);
-    }
-
-    /// Build a session with fresh credentials. Returns it and its token; insert it with
-    /// [`insert`](Self::insert) once its policy has been checked.
-    pub fn create(
-        &self,
-        policy: RequestPolicy,
-        policy_json: serde_json::Value,
-        label: Option<String>,
-        idle_timeout: Duration,
-    ) -> (Arc<Session>, String) {
-        let token = random_hex(32);
-        let session = Arc::new(Session {
-            id: random_hex(16),
-            token: token.clone(),
-            policy,
-            policy_json,
-            label,
-            idle_timeout,
-            created_at: SystemTime::now(),
-            last_activity: AtomicU64::new(self.now_ms()),
-            open_tunnels: AtomicUsize::new(0),
-            ended: watch::Sender::new(false),
-        });
-        (session, token)
-    }
-
-    /// Add a session to `map` (the store's locked map).
-    pub fn insert(&self, map: &mut HashMap<String, Arc<Session>>, session: Arc<Session>) {
-        map.insert(session.id.clone(), session);
-        self.metrics.sessions_created.inc();
-        self.metrics.sessions_active.set(map.len() as i64);
-    }
-
-    /// Remove and end a session held in `map`; `None` when it is not there.
-    pub fn end_locked(
-        &self,
-        map: &mut HashMap<String, Arc<Session>>,
-        id: &str,
-        why: Ended,
-    ) -> Option<Arc<Session>> {
-        let session = map.remove(id)?;
-        session.ended.send_replace(true);
-        let counter = match why {
-            Ended::Deleted => &self.metrics.sessions_deleted,
-            Ended::Expired => &self.metrics.sessions_expired,
-            Ended::Revoked => &self.metrics.sessions_revoked,
-        };
-        counter.inc();
-        self.metrics.sessions_active.set(map.len() as i64);
-        tracing::info!(session = %session.id, reason = ?why, "session ended");
-        Some(session)
-    }
-
-    /// End a session now (DELETE): its tunnels close.
-    pub fn end(&self, id: &str, why: Ended) -> Option<Arc<Session>> {
-        self.end_locked(&mut self.lock(), id, why)
-    }
-
-    fn expired(&self, s: &Session, now_ms: u64) -> bool {
-        s.open_tunnels.load(Ordering::Relaxed) == 0
-            && now_ms.saturating_sub(s.last_activity.load(Ordering::Relaxed))
-                >= s.idle_timeout.as_millis() as u64
-    }
-
-    /// End every session idle for its timeout. Called periodically.
-    pub fn expire_idle(&self) {
-        let now = self.now_ms();
-        let mut map = self.lock();
-        let idle: Vec<String> = map
-            .values()
-            .filter(|s| self.expired(s, now))
-            .map(|s| s.id.clone())
-            .collect();
-        for id in idle {
-            self.end_locked(&mut map, &id, Ended::Expired);
-        }
-    }
-
-    /// The live session `id` (expiring it first if its time is up).
-    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        let mut map = self.lock();
-        let session = map.get(id)?.clone();
-        if self.expired(&session, self.now_ms()) {
-            self.end_locked(&mut map, id, Ended::Expired);
-            return None;
-        }
-        Some(session)
-    }
-
-    /// Every live session, oldest first.
-    pub fn list(&self) -> Vec<Arc<Session>> {
-        let mut all: Vec<Arc<Session>> = self.lock().values().cloned().collect();
-        all.sort_by_key(|s| s.created_at);
-        all
-    }
-
-    /// The session named by a request's `Proxy-Authorization`, if it carries one: that
-    /// request is traffic for it. Errors never say which part was wrong.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Option<Arc<Session>>, AuthError> {
-        let mut values = headers.get_all(PROXY_AUTHORIZATION).iter();
-        let Some(value) = values.next() else {
-            return Ok(None);
-        };
-        if values.next().is_some() {
-            return Err(AuthError::Malformed);
-        }
-        let (id, token) = parse_basic(value.as_bytes()).ok_or(AuthError::Malformed)?;
-        let session = self.get(&id).ok_or(AuthError::Unknown)?;
-        if !constant_time_eq(session.token.as_bytes(), token.as_bytes()) {
-            return Err(AuthError::Unknown);
-        }
-        self.touch(&session);
-        Ok(Some(session))
-    }
-
-    /// Mark an open tunnel of `session`: traffic until the guard drops. `None` when the
-    /// session already holds `max` open tunnels (`--max-tunnels-per-session`).
-    pub fn tunnel_opened(
-        self: &Arc<Self>,
-        session: &Arc<Session>,
-        max: usize,
-    ) -> Option<TunnelGuard> {
-        session
-            .open_tunnels
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .ok()?;
-        self.touch(session);
-        Some(TunnelGuard {
-            session: session.clone(),
-            store: self.clone(),
-        })
-    }
-
-    /// What `GET /v1/sessions/{id}` shows.
-    pub fn view(&self, s: &Session) -> View {
-        let now = self.now_ms();
-        let last = s.last_activity.load(Ordering::Relaxed);
-        let last_wall = self.epoch_wall + Duration::from_millis(last);
-        // An open tunnel is traffic now, so the session's end moves with the clock.
-        let active = if s.open_tunnels() > 0 {
-            self.epoch_wall + Duration::from_millis(now)
-        } else {
-            last_wall
-        };
-        View {
-            id: s.id.clone(),
-            label: s.label.clone(),
-            network_policy: s.policy_json.clone(),
-            idle_timeout_seconds: s.idle_timeout.as_secs(),
-            created_at: crate::audit::rfc3339(s.created_at),
-            last_activity: crate::audit::rfc3339(last_wall),
-            expires_at: crate::audit::rfc3339(active + s.idle_timeout),
-            open_tunnels: s.open_tunnels(),
-        }
-    }
+    parse_basic(value.as_bytes())
+        .map(Some)
+        .ok_or(AuthError::Malformed)
 }
 
 /// `Basic base64(ID:TOKEN)` -> (ID, TOKEN).
@@ -335,6 +266,12 @@ fn parse_basic(value: &[u8]) -> Option<(String, String)> {
     Some((id.to_string(), token.to_string()))
 }
 
+/// What is kept of a token. Tokens are 256 random bits, so a plain hash cannot be
+/// reversed by guessing; a slow password hash would only cost every request.
+pub fn hash_token(token: &str) -> TokenHash {
+    Sha256::digest(token.as_bytes()).into()
+}
+
 /// Equal bytes, in time that depends only on the lengths.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -349,9 +286,35 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
     getrandom::fill(&mut buf).expect("the OS random source is unavailable");
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&buf)
 }
 
-#[cfg(test)]
-#[path = "session_tests.rs"]
-mod tests;
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Count a session's end in the metrics.
+fn count_end(metrics: &Metrics, why: Ended) {
+    let counter = match why {
+        Ended::Deleted => &metrics.sessions_deleted,
+        Ended::Expired => &metrics.sessions_expired,
+        Ended::Revoked => &metrics.sessions_revoked,
+    };
+    counter.inc();
+}
+
+/// The process's clock: a monotonic epoch and the wall time it stands for.
+fn epoch() -> &'static (Instant, SystemTime) {
+    static EPOCH: OnceLock<(Instant, SystemTime)> = OnceLock::new();
+    EPOCH.get_or_init(|| (Instant::now(), SystemTime::now()))
+}
+
+/// Milliseconds since the process's epoch.
+fn now_ms() -> u64 {
+    epoch().0.elapsed().as_millis() as u64
+}
+
+/// The wall time of `ms` on the process's clock.
+fn wall(ms: u64) -> SystemTime {
+    epoch().1 + Duration::from_millis(ms)
+}

@@ -5,11 +5,13 @@
 //!
 //! - [`sessions`]: `POST/GET /v1/sessions`, `GET/DELETE /v1/sessions/{id}`.
 //! - [`reload`]: reloading the policies (SIGHUP and `POST /v1/reload`).
+//! - [`watch`]: reloading when the policy files change (`--watch-policy`).
 //!
 //! `GET /metrics` serves [`crate::metrics`] as Prometheus text.
 
 pub mod reload;
 pub mod sessions;
+pub mod watch;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -87,6 +89,12 @@ async fn handle(req: Request<Incoming>, admin: &Admin) -> Response<Body> {
                 "audit_unavailable",
                 "the audit log cannot be written; every request is refused until it can",
             ),
+            // Nor while the session store cannot be reached: sessions cannot be served.
+            Method::GET | Method::HEAD if !admin.state.sessions.available() => error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "session_store_unavailable",
+                "the session store cannot be reached; requests with session credentials are refused until it can",
+            ),
             Method::GET | Method::HEAD => {
                 json_response(StatusCode::OK, json!({"status": "serving"}))
             }
@@ -108,7 +116,7 @@ async fn handle(req: Request<Incoming>, admin: &Admin) -> Response<Body> {
     match (method, segments.as_slice()) {
         (Method::GET, ["metrics"]) => metrics(admin),
         (_, ["metrics"]) => method_not_allowed(),
-        (Method::POST, ["v1", "reload"]) => match admin.reloader.reload() {
+        (Method::POST, ["v1", "reload"]) => match admin.reloader.reload().await {
             Ok(done) => json_response(StatusCode::OK, json!(done)),
             Err(e) => error(
                 StatusCode::UNPROCESSABLE_ENTITY,
@@ -118,13 +126,13 @@ async fn handle(req: Request<Incoming>, admin: &Admin) -> Response<Body> {
         },
         (_, ["v1", "reload"]) => method_not_allowed(),
         (Method::POST, ["v1", "sessions"]) => match read_json(req).await {
-            Ok(body) => sessions::create(admin, body),
+            Ok(body) => sessions::create(admin, body).await,
             Err(resp) => resp,
         },
-        (Method::GET, ["v1", "sessions"]) => sessions::list(admin),
+        (Method::GET, ["v1", "sessions"]) => sessions::list(admin).await,
         (_, ["v1", "sessions"]) => method_not_allowed(),
-        (Method::GET, ["v1", "sessions", id]) => sessions::get(admin, id),
-        (Method::DELETE, ["v1", "sessions", id]) => sessions::delete(admin, id),
+        (Method::GET, ["v1", "sessions", id]) => sessions::get(admin, id).await,
+        (Method::DELETE, ["v1", "sessions", id]) => sessions::delete(admin, id).await,
         (_, ["v1", "sessions", _]) => method_not_allowed(),
         _ => error(StatusCode::NOT_FOUND, "not_found", "no such endpoint"),
     }

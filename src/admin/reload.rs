@@ -1,22 +1,23 @@
 //! Reloading the organization policy (SIGHUP, `POST /v1/reload`), atomically.
 //!
 //! The new files are loaded and compiled first; if that fails, the running policies stay
-//! and the error is logged (and returned to `POST /v1/reload`). Otherwise, under the
-//! session store's lock: every session the new policies no longer cover is ended (audit
-//! event `session.revoked`, naming the entries), then the new set is swapped in. New
+//! and the error is logged (and returned to `POST /v1/reload`). Otherwise every session
+//! the new policies no longer cover is ended (audit event `session.revoked`, naming the
+//! entries) and the new set is swapped in: under the memory store's lock; with a shared
+//! store, swapped first, then the sessions are ended on every replica
+//! (docs/scale-out.md, "Two policy versions"). New
 //! requests see it; tunnels already open keep running. A `--policy` that the new
 //! organization policy no longer covers does not fail the reload: it makes every request
 //! refused with `policy_widening` until a later reload fixes it
 //! (docs/reference/control-plane.md, "Reload").
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::audit::{new_request_id, Record};
 use crate::load::{self, LoadError, Policies};
 use crate::policy::{check_narrowing, Level, Reason, RequestPolicy};
 use crate::proxy::State;
-use crate::session::Ended;
 
 /// What a successful reload did.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -33,7 +34,7 @@ pub struct Reloader {
     policy_path: Option<PathBuf>,
     state: Arc<State>,
     /// One reload at a time.
-    running: Mutex<()>,
+    running: tokio::sync::Mutex<()>,
 }
 
 impl Reloader {
@@ -42,14 +43,14 @@ impl Reloader {
             org_path,
             policy_path,
             state,
-            running: Mutex::new(()),
+            running: tokio::sync::Mutex::new(()),
         }
     }
 
     /// Load the files again and put them in force. On error nothing changes; the error
     /// is logged and returned.
-    pub fn reload(&self) -> Result<Reloaded, LoadError> {
-        let _one = self.running.lock().unwrap_or_else(|p| p.into_inner());
+    pub async fn reload(&self) -> Result<Reloaded, LoadError> {
+        let _one = self.running.lock().await;
         let metrics = &self.state.metrics;
         let policies = match load::load(&self.org_path, self.policy_path.as_deref()) {
             Ok(p) => p,
@@ -67,7 +68,7 @@ impl Reloader {
                 "after the reload, --policy widens the organization policy: every request is refused with policy_widening until it is fixed"
             );
         }
-        let revoked_sessions = self.swap(policies);
+        let revoked_sessions = self.swap(policies).await;
         metrics.reloads_ok.inc();
         tracing::info!(org = %self.org_path.display(), revoked = revoked_sessions.len(), "policy reloaded");
         Ok(Reloaded {
@@ -76,43 +77,44 @@ impl Reloader {
         })
     }
 
-    /// End the sessions `new` does not cover, then put `new` in force; both under the
-    /// store's lock, so no session is created in between. Returns the ended ids.
-    fn swap(&self, new: Policies) -> Vec<String> {
-        let state = &self.state;
-        let sessions = &state.sessions;
-        let mut map = sessions.lock();
-        let uppers: Vec<&RequestPolicy> = new.proxy.iter().collect();
-        let widening: Vec<(String, Vec<String>)> = map
-            .values()
-            .filter_map(|s| {
-                check_narrowing(&new.org, &uppers, &s.policy)
-                    .err()
-                    .map(|w| (s.id.clone(), w.offending))
-            })
-            .collect();
-        let mut revoked = Vec::with_capacity(widening.len());
-        for (id, offending) in widening {
-            if sessions.end_locked(&mut map, &id, Ended::Revoked).is_some() {
-                let mut record = Record::new(
-                    "session.revoked",
-                    new_request_id(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    Some(0),
-                );
-                record.session = Some(id.clone());
-                record.reason = Some(Reason::PolicyWidening.as_str());
-                record.rule = Some(offending.join("; "));
-                record.policy_level = Some(Level::Request.as_str());
-                state.audit.write_detached(record);
-                tracing::warn!(session = %id, offending = %offending.join("; "), "session revoked by the reload");
-                revoked.push(id);
-            }
-        }
-        state.swap_policies(new);
-        drop(map);
+    /// End the sessions `new` does not cover and put `new` in force (how, and in which
+    /// order, is the store's: [`crate::session::Store::revoke`]). Returns the ended ids.
+    async fn swap(&self, new: Policies) -> Vec<String> {
+        let state = self.state.clone();
+        let new = Arc::new(new);
+        let uncovered = |policy: &RequestPolicy| {
+            let uppers: Vec<&RequestPolicy> = new.proxy.iter().collect();
+            check_narrowing(&new.org, &uppers, policy)
+                .err()
+                .map(|w| w.offending)
+        };
+        let in_force = new.clone();
+        let swap = Box::new(move || state.swap_policies(in_force));
+        let revoked = self.state.sessions.revoke(&uncovered, swap).await;
         revoked
+            .into_iter()
+            .map(|(id, offending)| {
+                self.audit_revoked(&id, &offending);
+                id
+            })
+            .collect()
+    }
+
+    /// The `session.revoked` record of a session this reload ended.
+    fn audit_revoked(&self, id: &str, offending: &[String]) {
+        let mut record = Record::new(
+            "session.revoked",
+            new_request_id(),
+            String::new(),
+            String::new(),
+            String::new(),
+            Some(0),
+        );
+        record.session = Some(id.to_string());
+        record.reason = Some(Reason::PolicyWidening.as_str());
+        record.rule = Some(offending.join("; "));
+        record.policy_level = Some(Level::Request.as_str());
+        self.state.audit.write_detached(record);
+        tracing::warn!(session = %id, offending = %offending.join("; "), "session revoked by the reload");
     }
 }

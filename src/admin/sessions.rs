@@ -1,8 +1,10 @@
 //! The session calls of the admin API (docs/reference/control-plane.md, "Sessions").
 //!
 //! `POST /v1/sessions` checks the `network_policy` against the policies in force (the
-//! organization's and `--policy`'s) under the store's lock, so a reload cannot slip in
-//! between the check and the insert. Tokens appear only in the `201` that creates them.
+//! organization's and `--policy`'s); the memory store does it under its lock, so a
+//! reload cannot slip in between the check and the insert. Tokens appear only in the
+//! `201` that creates them. While a shared store cannot be reached, every call here
+//! answers 503 `session_store_unavailable`.
 
 use std::time::Duration;
 
@@ -13,7 +15,7 @@ use serde_json::{json, Value};
 use super::{empty, error, json_response, Admin};
 use crate::policy::{check_narrowing, RequestPolicy};
 use crate::proxy::Body;
-use crate::session::{Ended, DEFAULT_IDLE_SECS, MAX_IDLE_SECS};
+use crate::session::{CreateError, NewSession, StoreError, DEFAULT_IDLE_SECS, MAX_IDLE_SECS};
 
 /// The longest label kept.
 const MAX_LABEL: usize = 256;
@@ -27,7 +29,7 @@ struct CreateBody {
 }
 
 /// `POST /v1/sessions`.
-pub fn create(admin: &Admin, body: Value) -> Response<Body> {
+pub async fn create(admin: &Admin, body: Value) -> Response<Body> {
     let bad = |message: String| error(StatusCode::BAD_REQUEST, "invalid_body", &message);
     let body: CreateBody = match serde_json::from_value(body) {
         Ok(b) => b,
@@ -54,25 +56,33 @@ pub fn create(admin: &Admin, body: Value) -> Response<Body> {
         Ok(p) => p,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_policy", &e.to_string()),
     };
-    let store = &admin.state.sessions;
-    let (session, token) = store.create(policy, policy_json, body.label, Duration::from_secs(idle));
-    let mut map = store.lock();
-    let policies = admin.state.policies();
-    let uppers: Vec<&RequestPolicy> = policies.proxy.iter().collect();
-    if let Err(w) = check_narrowing(&policies.org, &uppers, &session.policy) {
-        return json_response(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            json!({"error": {
-                "type": "policy_widening",
-                "message": format!("network_policy widens the policy in force: {w}"),
-                "offending": w.offending,
-            }}),
-        );
-    }
-    store.insert(&mut map, session.clone());
-    drop(map);
-    let view = store.view(&session);
-    tracing::info!(session = %session.id, label = ?session.label, "session created");
+    let new = NewSession {
+        policy,
+        policy_json,
+        label: body.label,
+        idle_timeout: Duration::from_secs(idle),
+    };
+    let state = &admin.state;
+    let admit = |p: &RequestPolicy| {
+        let policies = state.policies();
+        let uppers: Vec<&RequestPolicy> = policies.proxy.iter().collect();
+        check_narrowing(&policies.org, &uppers, p)
+    };
+    let (view, token) = match state.sessions.create(new, &admit).await {
+        Ok(created) => created,
+        Err(CreateError::Store(e)) => return unavailable(&e),
+        Err(CreateError::Widening(w)) => {
+            return json_response(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                json!({"error": {
+                    "type": "policy_widening",
+                    "message": format!("network_policy widens the policy in force: {w}"),
+                    "offending": w.offending,
+                }}),
+            )
+        }
+    };
+    tracing::info!(session = %view.id, label = ?view.label, "session created");
     json_response(
         StatusCode::CREATED,
         json!({
@@ -86,27 +96,43 @@ pub fn create(admin: &Admin, body: Value) -> Response<Body> {
 }
 
 /// `GET /v1/sessions`: every live session, without tokens.
-pub fn list(admin: &Admin) -> Response<Body> {
-    let store = &admin.state.sessions;
-    let views: Vec<_> = store.list().iter().map(|s| store.view(s)).collect();
-    json_response(StatusCode::OK, json!({ "sessions": views }))
+pub async fn list(admin: &Admin) -> Response<Body> {
+    match admin.state.sessions.list().await {
+        Ok(views) => json_response(StatusCode::OK, json!({ "sessions": views })),
+        Err(e) => unavailable(&e),
+    }
 }
 
 /// `GET /v1/sessions/{id}`, without the token.
-pub fn get(admin: &Admin, id: &str) -> Response<Body> {
-    let store = &admin.state.sessions;
-    match store.get(id) {
-        Some(s) => json_response(StatusCode::OK, json!(store.view(&s))),
-        None => not_found(),
+pub async fn get(admin: &Admin, id: &str) -> Response<Body> {
+    match admin.state.sessions.get(id).await {
+        Ok(Some(view)) => json_response(StatusCode::OK, json!(view)),
+        Ok(None) => not_found(),
+        Err(e) => unavailable(&e),
     }
 }
 
 /// `DELETE /v1/sessions/{id}`: ends it now; its open tunnels close.
-pub fn delete(admin: &Admin, id: &str) -> Response<Body> {
-    match admin.state.sessions.end(id, Ended::Deleted) {
-        Some(_) => empty(StatusCode::NO_CONTENT),
-        None => not_found(),
+pub async fn delete(admin: &Admin, id: &str) -> Response<Body> {
+    match admin.state.sessions.delete(id).await {
+        Ok(true) => empty(StatusCode::NO_CONTENT),
+        Ok(false) => not_found(),
+        Err(e) => unavailable(&e),
     }
+}
+
+/// The store did not answer: 503, and the caller may try again.
+pub fn unavailable(e: &StoreError) -> Response<Body> {
+    let mut resp = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "session_store_unavailable",
+        &e.to_string(),
+    );
+    resp.headers_mut().insert(
+        hyper::header::RETRY_AFTER,
+        hyper::header::HeaderValue::from_static("1"),
+    );
+    resp
 }
 
 fn not_found() -> Response<Body> {

@@ -16,7 +16,7 @@ fn level(s: Severity) -> &'static str {
 }
 
 /// A file name as a relative URI reference: forward slashes, no leading `./`.
-fn uri(file: &str) -> String {
+pub(crate) fn uri(file: &str) -> String {
     let s = file.replace('\\', "/");
     s.strip_prefix("./").unwrap_or(&s).to_string()
 }
@@ -62,12 +62,23 @@ pub fn sarif(report: &Report) -> String {
         .iter()
         .map(|f| json!({"location": {"uri": uri(f)}}))
         .collect();
+    log("egress-proxy lint", rules, artifacts, results)
+}
+
+/// One SARIF 2.1.0 log of one run of `tool` (lint's, and `diff`'s): its rule table,
+/// the files it read and its results.
+pub(crate) fn log(
+    tool: &str,
+    rules: Vec<Value>,
+    artifacts: Vec<Value>,
+    results: Vec<Value>,
+) -> String {
     let doc = json!({
         "$schema": SCHEMA,
         "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {
-                "name": "egress-proxy lint",
+                "name": tool,
                 "version": env!("CARGO_PKG_VERSION"),
                 "rules": rules,
             }},

@@ -74,16 +74,22 @@ impl Effective<'_> {
         let Host::Name(name) = &target.host else {
             return false;
         };
+        let sets = || {
+            let levels = self.levels.iter().filter_map(|level| match level {
+                RequestPolicy::Allowlist { domains, .. } => Some(domains),
+                RequestPolicy::Disabled => None,
+            });
+            std::iter::once(&self.org.allowed).chain(levels)
+        };
+        // Most policies have no rules at all: then nothing is looked up.
+        if !sets().any(|set| set.has_rules()) {
+            return false;
+        }
         let probe = NameProbe::new(name);
-        let ports = &self.org.allowed_ports;
-        let port = target.port;
-        any_inspected(self.org.allowed.matching_probe(&probe), port, ports)
-            || self.levels.iter().any(|level| match level {
-                RequestPolicy::Allowlist { domains, .. } => {
-                    any_inspected(domains.matching_probe(&probe), port, ports)
-                }
-                RequestPolicy::Disabled => false,
-            })
+        let (port, ports) = (target.port, &self.org.allowed_ports);
+        sets()
+            .filter(|set| set.has_rules())
+            .any(|set| any_inspected(set.matching_probe(&probe), port, ports))
     }
 }
 

@@ -327,6 +327,7 @@ fn reasons_spell_and_map_to_status() {
             "method_not_allowed",
             "path_not_allowed",
             "upload_budget_exceeded",
+            "session_store_unavailable",
         ]
     );
     for r in Reason::ALL {
@@ -344,6 +345,7 @@ fn reasons_spell_and_map_to_status() {
         (Reason::LimitExceeded, 429, false), (Reason::AuditUnavailable, 503, false),
         (Reason::MethodNotAllowed, 403, true), (Reason::PathNotAllowed, 403, true),
         (Reason::UploadBudgetExceeded, 403, false),
+        (Reason::SessionStoreUnavailable, 503, false),
     ];
     for (r, code, relaxed) in status {
         assert_eq!(

@@ -25,6 +25,8 @@ pub struct DomainSet {
     /// Bit `d` is set when some subtree base has `d` labels: a lookup probes only the
     /// host's suffixes of those depths.
     subtree_depths: u128,
+    /// Some entry has rules: without any, "must this be intercepted" costs no lookup.
+    any_rules: bool,
 }
 
 /// A name's [`suffix_hash`] to the first entry of its chain. The keys are the policy's
@@ -137,6 +139,7 @@ impl DomainSet {
     pub(in crate::policy) fn from_entries(entries: Vec<DomainEntry>) -> DomainSet {
         let mut set = DomainSet {
             next: vec![NONE; entries.len()],
+            any_rules: entries.iter().any(DomainEntry::inspected),
             entries,
             ..DomainSet::default()
         };
@@ -167,6 +170,11 @@ impl DomainSet {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Whether some entry has rules (`methods`, `paths`, `access` or `inspect`).
+    pub fn has_rules(&self) -> bool {
+        self.any_rules
     }
 
     /// The entries whose name part matches `host` (on any port): exact entries first,

@@ -173,6 +173,15 @@ fn decode_unreserved(path: &str) -> Result<String, PathError> {
     if std::str::from_utf8(&decoded).is_err() {
         return Err(PathError::NotUtf8);
     }
+    // A `%25` whose following hex digits were themselves escaped (`%25a%61`) is the same
+    // double encoding once they are decoded: judged on the decoded form, so that a
+    // normalised path normalises to itself.
+    let written = out.as_bytes();
+    for (at, _) in out.match_indices("%25") {
+        if double_encoded(written, at + 3) {
+            return Err(PathError::DoubleEncoded(out[at..at + 5].to_string()));
+        }
+    }
     Ok(out)
 }
 

@@ -35,6 +35,8 @@ fn every_path_trick() {
         ("/a%00b", Err(EncodedSeparator("%00".into()))),
         // Double encoding.
         ("/a%252Fb", Err(DoubleEncoded("%252F".into()))),
+        // Hex digits escaped after the `%25` are the same trick once decoded.
+        ("/%25a%61", Err(DoubleEncoded("%25aa".into()))),
         ("/a%252e%252e/b", Err(DoubleEncoded("%252e".into()))),
         ("/100%25", ok("/100%25")),
         ("/a%25zz", ok("/a%25zz")),

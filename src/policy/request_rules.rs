@@ -4,6 +4,8 @@
 //! none does, why: the port (`port_not_allowed`), else the method (`method_not_allowed`),
 //! else the path (`path_not_allowed`).
 
+use std::sync::Arc;
+
 use super::host::DomainEntry;
 use super::path::NormalPath;
 use super::steps::{Match, Step, Trace};
@@ -91,50 +93,45 @@ pub(super) fn refuse(
     http: Option<&Http>,
     trace: &mut impl Trace,
 ) -> Decision {
-    let text = |s: Option<&Http>, f: fn(&Http) -> String| s.map(f).unwrap_or_default();
-    let method = text(http, |h| h.method.to_string());
-    let path = text(http, |h| h.path.to_string());
-    let (reason, rule, found) = match found {
-        Found::NoMatch => {
-            let reason = match level {
-                Level::Org => Reason::NotInOrgAllowlist,
-                _ => Reason::NotInRequestPolicy,
-            };
-            (reason, None, Match::None)
-        }
-        Found::NoPort(e) => {
-            let rule = e.rule().clone();
-            let found = Match::OtherPort {
-                rule: rule.clone(),
-                port,
-                ports: ports.to_vec(),
-            };
-            (Reason::PortNotAllowed, Some(rule), found)
-        }
-        Found::NoMethod(e) => {
-            let rule = e.rule().clone();
-            let found = Match::OtherMethod {
-                rule: rule.clone(),
-                method,
-            };
-            (Reason::MethodNotAllowed, Some(rule), found)
-        }
-        Found::NoPath(e) => {
-            let rule = e.rule().clone();
-            let found = Match::OtherPath {
-                rule: rule.clone(),
-                method,
-                path,
-            };
-            (Reason::PathNotAllowed, Some(rule), found)
-        }
+    let (reason, entry) = match found {
+        Found::NoMatch if level == Level::Org => (Reason::NotInOrgAllowlist, None),
+        Found::NoMatch => (Reason::NotInRequestPolicy, None),
+        Found::NoPort(e) => (Reason::PortNotAllowed, Some(e)),
+        Found::NoMethod(e) => (Reason::MethodNotAllowed, Some(e)),
+        Found::NoPath(e) => (Reason::PathNotAllowed, Some(e)),
         Found::Allowed(_) => unreachable!("an allowed request is not refused"),
     };
-    trace.step(|| match request {
-        None => Step::OrgAllowed(found),
-        Some(level) => Step::RequestAllowed { level, found },
+    let rule = entry.map(|e| e.rule().clone());
+    // The step is built only when traced (`check --explain`), never on the request path.
+    trace.step(|| {
+        let found = refused_step(reason, rule.clone(), port, ports, http);
+        match request {
+            None => Step::OrgAllowed(found),
+            Some(level) => Step::RequestAllowed { level, found },
+        }
     });
     Decision::deny(reason, level, rule)
+}
+
+fn refused_step(
+    reason: Reason,
+    rule: Option<Arc<str>>,
+    port: u16,
+    ports: &[u16],
+    http: Option<&Http>,
+) -> Match {
+    let method = http.map(|h| h.method.to_string()).unwrap_or_default();
+    let path = http.map(|h| h.path.to_string()).unwrap_or_default();
+    match (reason, rule) {
+        (Reason::PortNotAllowed, Some(rule)) => Match::OtherPort {
+            rule,
+            port,
+            ports: ports.to_vec(),
+        },
+        (Reason::MethodNotAllowed, Some(rule)) => Match::OtherMethod { rule, method },
+        (Reason::PathNotAllowed, Some(rule)) => Match::OtherPath { rule, method, path },
+        _ => Match::None,
+    }
 }
 
 /// Whether an entry matching the host on `port` inspects (has `methods`, `paths`,

@@ -79,10 +79,12 @@ pub enum Reason {
     PathNotAllowed,
     /// The upload budget (`[limits] upload_bytes`, `max_upload_bytes`) is spent.
     UploadBudgetExceeded,
+    /// The session store cannot be reached: credentials cannot be checked.
+    SessionStoreUnavailable,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 19] = [
+    pub const ALL: [Reason; 20] = [
         Reason::NotInOrgAllowlist,
         Reason::NotInRequestPolicy,
         Reason::NetworkDisabled,
@@ -102,6 +104,7 @@ impl Reason {
         Reason::MethodNotAllowed,
         Reason::PathNotAllowed,
         Reason::UploadBudgetExceeded,
+        Reason::SessionStoreUnavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -125,6 +128,7 @@ impl Reason {
             Reason::MethodNotAllowed => "method_not_allowed",
             Reason::PathNotAllowed => "path_not_allowed",
             Reason::UploadBudgetExceeded => "upload_budget_exceeded",
+            Reason::SessionStoreUnavailable => "session_store_unavailable",
         }
     }
 
@@ -134,7 +138,7 @@ impl Reason {
             Reason::InvalidRequest | Reason::InvalidHost | Reason::InvalidPolicy => 400,
             Reason::AuthRequired => 407,
             Reason::LimitExceeded => 429,
-            Reason::AuditUnavailable => 503,
+            Reason::AuditUnavailable | Reason::SessionStoreUnavailable => 503,
             _ => 403,
         }
     }

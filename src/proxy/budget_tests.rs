@@ -104,7 +104,7 @@ fn a_held_session_is_never_pruned() {
 }
 
 fn test_session(idle: Duration) -> Arc<Session> {
-    let store = crate::session::SessionStore::new(Arc::new(crate::metrics::Metrics::new()));
+    let store = crate::session::MemoryStore::new(Arc::new(crate::metrics::Metrics::new()));
     let policy = crate::policy::RequestPolicy::Disabled;
     store.create(policy, serde_json::json!({}), None, idle).0
 }

@@ -21,7 +21,7 @@ use crate::policy::{
     check_narrowing, decide, decide_request, upload_budget, Budget, Decision, Effective, Host,
     Http, NormalPath, Reason, RequestPolicy, Verdict,
 };
-use crate::session::{AuthError, Session};
+use crate::session::{self, AuthError, Session};
 
 /// A request the policy allowed, with the addresses that passed the address check.
 #[derive(Debug)]
@@ -54,9 +54,12 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     let target = request::target(req)?;
     refuse_while_unaudited(state, &target)?;
     let policies = state.policies();
-    let session = credentials(req, state, &target)?;
+    let session = credentials(req, state, &target).await?;
     let tag = |r: Refusal| r.in_session(&session);
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
+    if let Some(s) = &session {
+        covered(s, &policies, &target).map_err(tag)?;
+    }
     let asked = Asking::of(req);
     let headers = [header.as_ref()];
     let judged = decide_levels(&policies, session.as_deref(), &headers, &target, &asked);
@@ -304,7 +307,9 @@ async fn checked_addrs(
 /// Step 2: the session named by `Proxy-Authorization`, if any. Wrong credentials are
 /// refused even when sessions are optional: a client that offers them expects them used.
 /// A proxy without the admin API has no sessions and leaves the header unjudged.
-fn credentials<B>(
+/// A store that cannot be reached refuses with `session_store_unavailable` (503): the
+/// credentials are never taken unverified.
+async fn credentials<B>(
     req: &Request<B>,
     state: &State,
     target: &Target,
@@ -312,13 +317,34 @@ fn credentials<B>(
     if !state.sessions_enabled {
         return Ok(None);
     }
-    match state.sessions.authenticate(req.headers()) {
+    let named = session::credentials(req.headers());
+    let found = match named {
+        Ok(Some((id, token))) => state.sessions.verify(&id, &token).await.map(Some),
+        Ok(None) => Ok(None),
+        Err(why) => Err(why),
+    };
+    match found {
         Ok(None) if state.require_session => {
             Err(Refusal::auth_required(AuthError::Missing, target))
         }
         Ok(found) => Ok(found),
         Err(why) => Err(Refusal::auth_required(why, target)),
     }
+}
+
+/// The session's policy must narrow the policies this proxy runs now. A reload here
+/// ends the sessions it no longer covers; with a shared store, a session made on a
+/// replica running another policy version is refused here (`policy_widening`) until
+/// the two agree (docs/scale-out.md, "Two policy versions"). Checked once per session
+/// and policy snapshot.
+fn covered(session: &Session, policies: &Arc<Policies>, target: &Target) -> Result<(), Refusal> {
+    session.covered_under(policies, || {
+        let uppers: Vec<&RequestPolicy> = policies.proxy.iter().collect();
+        check_narrowing(&policies.org, &uppers, &session.policy).map_err(|w| {
+            let what = "the session's policy widens this proxy's policy";
+            Refusal::widening(target, &w, what)
+        })
+    })
 }
 
 /// The request levels above the header (docs/reference/policy-files.md, "How the levels

@@ -108,8 +108,11 @@ impl Refusal {
 
     /// Credentials missing, malformed or not accepted (the order of judgement's step 2).
     pub fn auth_required(why: AuthError, target: &Target) -> Refusal {
-        Refusal::new(Reason::AuthRequired, target.host.to_string(), target.port)
-            .with_detail(why.message())
+        let reason = match why {
+            AuthError::StoreUnavailable => Reason::SessionStoreUnavailable,
+            _ => Reason::AuthRequired,
+        };
+        Refusal::new(reason, target.host.to_string(), target.port).with_detail(why.message())
     }
 
     pub fn in_session(mut self, session: &Option<Arc<Session>>) -> Refusal {

@@ -14,7 +14,7 @@ use crate::load::Policies;
 use crate::metrics::Metrics;
 use crate::net::resolve::Resolver;
 use crate::net::synthetic::SyntheticNames;
-use crate::session::SessionStore;
+use crate::session::Store;
 
 /// Limits and timeouts of the server, validated from the command line
 /// (`crate::config`).
@@ -36,9 +36,10 @@ pub struct Limits {
 pub struct State {
     /// Read once per request ([`State::policies`]); replaced whole by a reload.
     pub policies: RwLock<Arc<Policies>>,
-    pub sessions: Arc<SessionStore>,
+    /// Where sessions live (`--session-store`); the request path sees only this.
+    pub sessions: Arc<dyn Store>,
     pub metrics: Arc<Metrics>,
-    /// Sessions exist only with the admin API (`--admin-listen`). Without it,
+    /// Sessions exist only with the admin API (`--admin-listen`) or a shared store. Without them,
     /// `Proxy-Authorization` is not judged (and is still stripped before forwarding).
     pub sessions_enabled: bool,
     /// `--require-session`: every proxied request needs session credentials.
@@ -72,8 +73,8 @@ impl State {
     }
 
     /// Put `new` in force for every request judged from now on.
-    pub fn swap_policies(&self, new: Policies) {
-        *self.policies.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
+    pub fn swap_policies(&self, new: Arc<Policies>) {
+        *self.policies.write().unwrap_or_else(|p| p.into_inner()) = new;
     }
 }
 

@@ -26,7 +26,7 @@ use super::state::{Phase, State};
 use super::{answer, budget, inspect, intercept, relay, Body};
 use crate::metrics::Metrics;
 use crate::net::dial::{dial, CheckedAddr, DialError};
-use crate::session::{until_ended, Session, TunnelGuard};
+use crate::session::{tunnel_opened, until_ended, Session, TunnelGuard};
 
 /// Why a tunnel did not open: a refusal (already audited) or an unreachable upstream.
 enum NotOpened {
@@ -340,7 +340,7 @@ impl TunnelOpen {
     fn try_new(state: &State, session: Option<&Arc<Session>>) -> Option<TunnelOpen> {
         let max = state.limits.max_tunnels_per_session;
         let guard = match session {
-            Some(s) => Some(state.sessions.tunnel_opened(s, max)?),
+            Some(s) => Some(tunnel_opened(s, max)?),
             None => None,
         };
         state.metrics.tunnels_active.inc();

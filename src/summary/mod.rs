@@ -7,13 +7,15 @@
 //! latter through, but it is still an attempt the policy refuses).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 pub mod exfil;
 pub mod html;
+pub mod read;
+pub mod replay;
+pub mod suggest;
 pub mod text;
 pub mod time;
 
@@ -149,32 +151,8 @@ pub fn summarize(files: &[impl AsRef<Path>], since: Option<&str>) -> Result<Summ
 }
 
 fn read_file(path: &Path, since: Option<i64>, acc: &mut Acc) -> Result<(), SummaryError> {
-    let name = path.display().to_string();
-    let io = |source| SummaryError::Io {
-        path: name.clone(),
-        source,
-    };
-    let mut file = std::fs::File::open(path).map_err(io)?;
-    let mut magic = [0u8; 2];
-    let n = file.read(&mut magic).map_err(io)?;
-    let head = std::io::Cursor::new(magic[..n].to_vec());
-    let raw = head.chain(file);
-    let reader: Box<dyn BufRead> = if magic[..n] == [0x1f, 0x8b] {
-        Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(raw)))
-    } else {
-        Box::new(BufReader::new(raw))
-    };
-    for (i, line) in reader.split(b'\n').enumerate() {
-        match line {
-            Ok(line) => acc.line(&line, since),
-            Err(e) => {
-                // A cut gzip stream (a log rotated mid-write) ends the file, not the run.
-                acc.warnings
-                    .push(format!("{name}: stopped reading after line {i}: {e}"));
-                break;
-            }
-        }
-    }
+    let warnings = read::for_each_line(path, |line| acc.line(line, since))?;
+    acc.warnings.extend(warnings);
     Ok(())
 }
 

@@ -259,7 +259,7 @@ fn json_output_counts_errors_and_warnings() {
 }
 
 /// The parts of SARIF 2.1.0 that its schema requires and code-scanning services read.
-fn assert_sarif_structure(doc: &Value) {
+pub fn assert_sarif_structure(doc: &Value) {
     assert_eq!(doc["version"], "2.1.0");
     assert!(doc["$schema"].as_str().unwrap().contains("sarif-2.1.0"));
     let runs = doc["runs"].as_array().expect("runs is an array");

@@ -283,3 +283,54 @@ async fn a_policy_file_wider_than_the_org_rules_refuses_to_start() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("x.test: allows methods that"), "{stderr}");
 }
+
+/// A session's policy goes through the same compile: rules in it narrow every request
+/// under its credentials, and rules wider than the organization's are a 422 naming them.
+#[tokio::test]
+async fn a_session_policy_with_rules_judges_its_requests() {
+    let origin = Origin::start().await;
+    let org = Org::new()
+        .allow("x.test")
+        .allow_entry(READ_ONLY.replace("x.test", "ro.test").as_str())
+        .ports(&[80, 443, origin.port()])
+        .loopback();
+    // `ro.test` has rules: a proxy with them needs a CA to start.
+    let ca = crate::support::tls::ca_init(&crate::support::unique_temp_dir("rules-ca"));
+    let proxy = ProxyBuilder::new(org.to_toml())
+        .admin("rules-token")
+        .pin("x.test")
+        .arg("--ca")
+        .arg(ca.to_str().unwrap())
+        .start()
+        .await;
+    let session = proxy
+        .admin()
+        .create_session(
+            &serde_json::json!({"type": "allowlist", "allowed_domains": [
+                {"host": "x.test", "access": "read-only"}]}),
+            None,
+        )
+        .await;
+    let auth = session.proxy_auth();
+    let with_auth = [("Proxy-Authorization", auth.as_str())];
+    let get = send(&proxy, "GET", &url(&origin, "/a"), &with_auth).await;
+    assert_eq!(get.status, 200, "{get:?}\n{}", proxy.diagnostics());
+    let post = send(&proxy, "POST", &url(&origin, "/a"), &with_auth).await;
+    let want = Denial::new(403, "method_not_allowed")
+        .at("x.test", origin.port())
+        .level("request");
+    crate::support::expect::assert_denied_response(&post, &want, &proxy);
+    assert_eq!(origin.hits(), 1, "{:?}", origin.requests());
+    let wider = serde_json::json!({"network_policy": {"type": "allowlist",
+        "allowed_domains": ["ro.test"]}});
+    let resp = proxy
+        .admin()
+        .call("POST", "/v1/sessions", Some(&wider.to_string()))
+        .await;
+    assert_eq!(resp.status, 422, "{resp:?}");
+    assert!(
+        resp.text().contains("ro.test: allows methods that"),
+        "{}",
+        resp.text()
+    );
+}

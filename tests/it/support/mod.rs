@@ -7,6 +7,7 @@
 //! - [`proxy`]: starts the `egress-proxy` binary and reads its audit log.
 //! - [`admin`]: a client for the admin API and Prometheus text helpers.
 //! - [`client`]: raw HTTP over TCP so tests control the exact bytes.
+//! - [`redis`]: a real `redis-server` on loopback, for the shared session store.
 
 // Each test module uses a different subset of the helpers.
 #![allow(dead_code)]
@@ -20,6 +21,7 @@ pub mod http;
 pub mod org;
 pub mod origin;
 pub mod proxy;
+pub mod redis;
 pub mod tls;
 
 use std::path::PathBuf;

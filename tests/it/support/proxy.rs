@@ -46,6 +46,8 @@ pub struct ProxyBuilder {
     run_under: Vec<String>,
     /// `EGRESS_PROXY_LOG` for this proxy (its own log's filter), e.g. `debug`.
     log: Option<String>,
+    /// `--org PATH` of a file the test laid out (a ConfigMap's symlinks), not written here.
+    org_at: Option<PathBuf>,
 }
 
 impl ProxyBuilder {
@@ -72,12 +74,19 @@ impl ProxyBuilder {
             audit_at: None,
             run_under: Vec::new(),
             log: None,
+            org_at: None,
         }
     }
 
     /// The proxy's own log at `filter` (`EGRESS_PROXY_LOG`), e.g. `debug`.
     pub fn log(mut self, filter: &str) -> Self {
         self.log = Some(filter.to_string());
+        self
+    }
+
+    /// `--org PATH`: the file the test made, instead of one written from the org text.
+    pub fn org_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.org_at = Some(path.into());
         self
     }
 
@@ -152,8 +161,14 @@ impl ProxyBuilder {
             "test bug: a proxy needs --resolve pins or --dns-server, never the system resolver"
         );
         let dir = unique_temp_dir("proxy");
-        let org_path = dir.join("org.toml");
-        std::fs::write(&org_path, &self.org).expect("write org file");
+        let org_path = match &self.org_at {
+            Some(path) => path.clone(),
+            None => {
+                let path = dir.join("org.toml");
+                std::fs::write(&path, &self.org).expect("write org file");
+                path
+            }
+        };
         let audit_path = self
             .audit_at
             .clone()

@@ -1,10 +1,12 @@
 //! Unit tests of the session store: credentials, ending, idle expiry.
 
 use super::*;
-use hyper::header::HeaderValue;
+use crate::session::constant_time_eq;
+use base64::Engine;
+use hyper::header::{HeaderValue, PROXY_AUTHORIZATION};
 
-fn store() -> Arc<SessionStore> {
-    Arc::new(SessionStore::new(Arc::new(Metrics::new())))
+fn store() -> Arc<MemoryStore> {
+    Arc::new(MemoryStore::new(Arc::new(Metrics::new())))
 }
 
 fn basic(id: &str, token: &str) -> HeaderMap {
@@ -17,7 +19,7 @@ fn basic(id: &str, token: &str) -> HeaderMap {
     h
 }
 
-fn add(store: &SessionStore, idle: Duration) -> (Arc<Session>, String) {
+fn add(store: &MemoryStore, idle: Duration) -> (Arc<Session>, String) {
     let (s, token) = store.create(RequestPolicy::Disabled, serde_json::json!({}), None, idle);
     store.insert(&mut store.lock(), s.clone());
     (s, token)

@@ -1,0 +1,161 @@
+//! Keeping a replica in step with the Redis store (docs/scale-out.md): the subscription
+//! that ends sessions deleted or revoked elsewhere, and the upkeep that pushes this
+//! replica's traffic to the keys' TTLs, watches the store's health, and after a
+//! reconnect checks again every session it holds (it may have missed messages).
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use super::redis_record::{key, parse_message, CHANNEL};
+use super::redis_store::{refresh_interval, RedisStore, EVICT_AFTER};
+use super::{now_ms, Ended, Session, Store};
+
+/// How often the store is pinged when nothing else asks it (for `/healthz`).
+const PING_EVERY: Duration = Duration::from_secs(1);
+/// The wait before subscribing again after the subscription was lost.
+const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(250);
+
+/// Listen on [`CHANNEL`] until the store is dropped, subscribing again whenever the
+/// subscription is lost or the store comes back after an outage.
+pub(super) async fn listen(store: Weak<RedisStore>) {
+    loop {
+        let Some((client, timeout)) = store.upgrade().map(|s| (s.client.clone(), s.timeout)) else {
+            return;
+        };
+        let subscribed = tokio::time::timeout(timeout, async {
+            let mut pubsub = client.get_async_pubsub().await?;
+            pubsub.subscribe(CHANNEL).await?;
+            redis::RedisResult::Ok(pubsub)
+        })
+        .await;
+        match subscribed {
+            Ok(Ok(pubsub)) => {
+                let Some(s) = store.upgrade() else { return };
+                // Messages published while unsubscribed are lost: check what is held.
+                s.recheck.store(true, Ordering::Release);
+                tracing::debug!("subscribed to the session store's ended sessions");
+                drop(s);
+                follow(&store, pubsub).await;
+                tracing::warn!("lost the session store's subscription; subscribing again");
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "cannot subscribe to the session store"),
+            Err(_) => tracing::debug!("subscribing to the session store timed out"),
+        }
+        tokio::time::sleep(RESUBSCRIBE_DELAY).await;
+    }
+}
+
+/// End the sessions named on the channel, until the subscription ends or the store asks
+/// for a new one (it came back after an outage: the old connection may be dead).
+async fn follow(store: &Weak<RedisStore>, pubsub: redis::aio::PubSub) {
+    let mut messages = pubsub.into_on_message();
+    loop {
+        let Some(s) = store.upgrade() else { return };
+        let next = tokio::select! {
+            next = messages.next() => next,
+            _ = s.resubscribe.notified() => return,
+        };
+        let Some(msg) = next else { return };
+        if let Some((why, id)) = parse_message(msg.get_payload_bytes()) {
+            s.end_local(id, why);
+        }
+    }
+}
+
+impl RedisStore {
+    /// One upkeep tick: health, re-checks after an outage, traffic, eviction.
+    pub(super) async fn upkeep(&self) {
+        let now = now_ms();
+        let since_ping = now.saturating_sub(self.last_ping.load(Ordering::Relaxed));
+        if !self.available() || since_ping >= PING_EVERY.as_millis() as u64 {
+            self.last_ping.store(now, Ordering::Relaxed);
+            if self.cmd::<String>(&redis::cmd("PING")).await.is_err() {
+                return;
+            }
+        }
+        if self.recheck.swap(false, Ordering::AcqRel) && self.recheck_all().await.is_err() {
+            self.recheck.store(true, Ordering::Release);
+            return;
+        }
+        self.push_traffic(now).await;
+        self.evict(now);
+    }
+
+    /// Ask Redis whether each held session still exists; end those that do not.
+    async fn recheck_all(&self) -> Result<(), super::StoreError> {
+        let held: Vec<Arc<Session>> = self.local().values().cloned().collect();
+        if held.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for s in &held {
+            pipe.cmd("EXISTS").arg(key(&s.id));
+        }
+        let exists: Vec<bool> = self.pipe(&pipe).await?;
+        let now = now_ms();
+        for (s, alive) in held.iter().zip(exists) {
+            if alive {
+                s.verified_at.store(now, Ordering::Release);
+            } else {
+                tracing::warn!(session = %s.id, "the session is gone from the store; ending it here");
+                self.end_local(&s.id, Ended::Expired);
+            }
+        }
+        Ok(())
+    }
+
+    /// Tell Redis of the traffic each held session had here, at most once per its
+    /// [`refresh_interval`]: its TTL becomes its idle time left, never shortened (`GT`:
+    /// another replica may have seen later traffic). An open tunnel is traffic now.
+    async fn push_traffic(&self, now: u64) {
+        let due: Vec<(Arc<Session>, u64)> = self
+            .local()
+            .values()
+            .filter_map(|s| {
+                let pushed = s.pushed_at.load(Ordering::Relaxed);
+                let last = match s.open_tunnels() {
+                    0 => s.last_activity.load(Ordering::Relaxed),
+                    _ => now,
+                };
+                let interval = refresh_interval(s.idle_timeout).as_millis() as u64;
+                let due = last > pushed && now.saturating_sub(pushed) >= interval;
+                let left = (s.idle_timeout.as_millis() as u64).checked_sub(now - last.min(now))?;
+                (due && left > 0).then(|| (s.clone(), left))
+            })
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let mut pipe = redis::pipe();
+        for (s, left) in &due {
+            let k = key(&s.id);
+            pipe.cmd("PEXPIRE").arg(&k).arg(*left).arg("GT").ignore();
+            pipe.cmd("EXISTS").arg(&k);
+        }
+        let Ok(exists) = self.pipe::<Vec<bool>>(&pipe).await else {
+            return;
+        };
+        for ((s, _), alive) in due.iter().zip(exists) {
+            s.pushed_at.store(now, Ordering::Relaxed);
+            if !alive {
+                self.end_local(&s.id, Ended::Expired);
+            }
+        }
+    }
+
+    /// Drop local copies nobody here has used for [`EVICT_AFTER`], whose traffic Redis
+    /// already knows. They are not ended: Redis still holds them for the other replicas.
+    fn evict(&self, now: u64) {
+        let mut local = self.local();
+        local.retain(|_, s| {
+            let last = s.last_activity.load(Ordering::Relaxed);
+            s.open_tunnels() > 0
+                || s.pushed_at.load(Ordering::Relaxed) < last
+                || now.saturating_sub(last) < EVICT_AFTER.as_millis() as u64
+        });
+        self.metrics.sessions_active.set(local.len() as i64);
+    }
+}

@@ -1,0 +1,139 @@
+//! Reading audit logs (docs/reference/audit-log.md): plain or gzip JSON Lines, told apart
+//! by their magic bytes, so rotated `.gz` files mix with the live one. The one reader of
+//! `audit summarize`, `audit suggest` and `audit replay`.
+
+use std::borrow::Cow;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::SummaryError;
+use crate::load::LoadError;
+
+/// Why `audit suggest` or `audit replay` could not run (exit 2): a policy that does not
+/// load, or a log that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("{0}")]
+    Load(#[from] LoadError),
+    #[error("{0}")]
+    Read(#[from] SummaryError),
+}
+
+/// Call `f` with each line of the log at `path` (without its `\n`). A cut gzip stream
+/// (a log rotated mid-write) ends the file, not the run: the returned warnings say so.
+pub fn for_each_line(path: &Path, mut f: impl FnMut(&[u8])) -> Result<Vec<String>, SummaryError> {
+    let name = path.display().to_string();
+    let io = |source| SummaryError::Io {
+        path: name.clone(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut magic = [0u8; 2];
+    let n = file.read(&mut magic).map_err(io)?;
+    let head = std::io::Cursor::new(magic[..n].to_vec());
+    let raw = head.chain(file);
+    let mut reader: Box<dyn BufRead> = if magic[..n] == [0x1f, 0x8b] {
+        Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(raw)))
+    } else {
+        Box::new(BufReader::with_capacity(1 << 16, raw))
+    };
+    let mut warnings = Vec::new();
+    let mut line = Vec::new();
+    let mut i = 0usize;
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) => {
+                let l = line.strip_suffix(b"\n").unwrap_or(&line);
+                f(l);
+                i += 1;
+            }
+            Err(e) => {
+                warnings.push(format!("{name}: stopped reading after line {i}: {e}"));
+                break;
+            }
+        }
+    }
+    Ok(warnings)
+}
+
+/// The fields of an audit record that re-deciding its destination needs.
+#[derive(Debug, Deserialize)]
+pub struct Attempt<'a> {
+    /// Borrowed from the line unless it holds escapes.
+    #[serde(borrow)]
+    pub event: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub request_id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub host: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// The request's method: `CONNECT` for a tunnel, `DNS` for a query, else an
+    /// inspected or plain HTTP request's.
+    #[serde(default, borrow)]
+    pub method: Option<Cow<'a, str>>,
+    /// `http://...` for plain HTTP, `https://...` inside an intercepted tunnel.
+    #[serde(default, borrow)]
+    pub url: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub reason: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub resolved_ip: Option<Cow<'a, str>>,
+}
+
+/// What a line holds for `suggest` and `replay`.
+pub enum Line<'a> {
+    /// Blank: not counted.
+    Blank,
+    /// Not a JSON object with an `event`: skipped and counted.
+    Malformed,
+    Attempt(Attempt<'a>),
+}
+
+/// Parse one line of an audit log.
+pub fn attempt(line: &[u8]) -> Line<'_> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Line::Blank;
+    }
+    match serde_json::from_slice::<Attempt>(line) {
+        Ok(a) => Line::Attempt(a),
+        Err(_) => Line::Malformed,
+    }
+}
+
+/// The method and the path (with its query) of a logged HTTP request: `None` for a
+/// tunnel, a DNS query, or a record without a URL.
+pub fn request_line<'r>(a: &'r Attempt) -> Option<(&'r str, &'r str)> {
+    let method = a
+        .method
+        .as_deref()
+        .filter(|m| !matches!(*m, "CONNECT" | "DNS"))?;
+    let url = a.url.as_deref()?;
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = rest.find('/').map_or("/", |i| &rest[i..]);
+    Some((method, path))
+}
+
+/// The events that record a decision about a destination.
+pub const ALLOWED: &str = "egress.allowed";
+pub const DENIED: &str = "egress.denied";
+pub const WOULD_DENY: &str = "egress.would_deny";
+
+/// Denial reasons a destination alone decides, so the record can be judged again.
+pub const DESTINATION_REASONS: [&str; 9] = [
+    "not_in_org_allowlist",
+    "not_in_request_policy",
+    "network_disabled",
+    "denied_domain",
+    "port_not_allowed",
+    "shared_hosting",
+    "private_address",
+    // Only with the record's method and path.
+    "method_not_allowed",
+    "path_not_allowed",
+];
