@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-600}
-for target in org_policy request_policy host request_target request_path client_hello; do
+for target in org_policy request_policy host request_target request_path client_hello dns_answer; do
     work=/tmp/egress-fuzz/$target
     mkdir -p "$work"
     echo "== $target ($secs s)"

@@ -87,6 +87,50 @@ pub fn client_hello(data: &[u8]) {
     let _ = inspect::read_hello(data);
 }
 
+/// The DNS listener's answer (docs/reference/confinement.md, "DNS listener"): any bytes
+/// get an answer or none, never a panic; an answer is a response to the same message
+/// id, and an address in it is a synthetic one.
+pub fn dns_answer(data: &[u8]) {
+    use std::sync::OnceLock;
+
+    use hickory_proto::op::{Message, MessageType};
+    use hickory_proto::rr::RData;
+
+    use crate::dns::answer::{answer, Ask};
+    use crate::load::Policies;
+    use crate::net::synthetic::{SyntheticNames, RANGE};
+
+    static POLICIES: OnceLock<Policies> = OnceLock::new();
+    let policies = POLICIES.get_or_init(|| {
+        let org = "version = 1\nallowed_domains = [\"allowed.test\", \"*.example.test\"]\n\
+                   denied_domains = [\"bad.example.test\"]\n";
+        let org = OrgPolicy::from_toml(org, "fuzz.toml").expect("the fuzz policy loads");
+        Policies::new(org, None)
+    });
+    let synthetic = SyntheticNames::new();
+    for audit_refusing in [false, true] {
+        let ask = Ask {
+            policies,
+            synthetic: &synthetic,
+            audit_refusing,
+        };
+        let Some(reply) = answer(data, &ask).message else {
+            continue;
+        };
+        let reply = Message::from_vec(&reply).expect("an answer is a DNS message");
+        assert_eq!(reply.message_type(), MessageType::Response);
+        assert_eq!(
+            Some(reply.id()),
+            data.get(..2).map(|id| u16::from_be_bytes([id[0], id[1]]))
+        );
+        for record in reply.answers() {
+            if let RData::A(a) = record.data() {
+                assert!(RANGE.contains(&a.0), "only synthetic addresses: {a}");
+            }
+        }
+    }
+}
+
 /// A fuzz entry point.
 pub type Target = fn(&[u8]);
 
@@ -98,6 +142,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("request_target", request_target),
     ("request_path", request_path),
     ("client_hello", client_hello),
+    ("dns_answer", dns_answer),
 ];
 
 /// The fuzz corpus, replayed: every committed input of every target in `fuzz/corpus/`

@@ -2,10 +2,12 @@
 //! "DNS listener"). No I/O: the message in, the message out and what it came to, which
 //! the listener counts and audits. Nothing here ever asks another DNS server.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
 
 use hickory_proto::op::{Header, Message, MessageType, OpCode, Query, ResponseCode};
-use hickory_proto::rr::rdata::A;
+use hickory_proto::rr::rdata::{A, PTR};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 
@@ -30,7 +32,8 @@ pub struct Ask<'a> {
 /// What a message came to: the listener counts each, and audits the refusals.
 #[derive(Debug)]
 pub enum Judged {
-    /// An allowed name: its `A` answer, or an empty `NOERROR` for another type.
+    /// An allowed name: its `A` answer, or an empty `NOERROR` for another type; or the
+    /// `PTR` answer for a synthetic address handed out (the name it stands for).
     Allowed,
     /// Allowed by report mode only: answered as allowed, audited as `egress.would_deny`.
     WouldDeny(Refusal),
@@ -78,6 +81,14 @@ pub fn answer(bytes: &[u8], ask: &Ask) -> Answer {
             message: reply(&request, query, ResponseCode::ServFail, None),
             judged: Judged::AuditUnavailable,
         };
+    }
+    if query.query_type() == RecordType::PTR {
+        if let Some(name) = synthetic_reverse(query.name(), ask.synthetic) {
+            return Answer {
+                message: reply(&request, query, ResponseCode::NoError, ptr(&name)),
+                judged: Judged::Allowed,
+            };
+        }
     }
     let name = match host_name(query.name()) {
         Some(name) => name,
@@ -127,7 +138,12 @@ pub fn answer(bytes: &[u8], ask: &Ask) -> Answer {
     }
     match ask.synthetic.address_for(&name) {
         Some(addr) => Answer {
-            message: reply(&request, query, ResponseCode::NoError, Some(addr)),
+            message: reply(
+                &request,
+                query,
+                ResponseCode::NoError,
+                Some(RData::A(A(addr))),
+            ),
             judged,
         },
         None => Answer {
@@ -135,6 +151,23 @@ pub fn answer(bytes: &[u8], ask: &Ask) -> Answer {
             judged: Judged::Exhausted,
         },
     }
+}
+
+/// The name a synthetic address stands for, when `name` is that address's reverse name
+/// (`1.0.18.198.in-addr.arpa.`) and the address was handed out. It tells CMD nothing
+/// its own `A` query did not; any other reverse name is judged as a name (and denied
+/// unless a policy allows it).
+fn synthetic_reverse(name: &Name, synthetic: &SyntheticNames) -> Option<HostName> {
+    match name.parse_arpa_name().ok()? {
+        IpNet::V4(net) if net.prefix_len() == 32 => synthetic.name_for(IpAddr::V4(net.addr())),
+        _ => None,
+    }
+}
+
+/// The `PTR` record data naming `name`.
+fn ptr(name: &HostName) -> Option<RData> {
+    let fqdn = Name::from_ascii(format!("{name}.")).ok()?;
+    Some(RData::PTR(PTR(fqdn)))
 }
 
 /// The name as the policy knows it: every label letters, digits, `-` or `_` (anything
@@ -187,12 +220,12 @@ fn nxdomain(request: &Message, query: &Query, refusal: Refusal) -> Answer {
     }
 }
 
-/// The reply to `request`, with its question and, when given, one `A` record.
+/// The reply to `request`, with its question and, when given, one record (`A` or `PTR`).
 fn reply(
     request: &Message,
     query: &Query,
     code: ResponseCode,
-    a: Option<Ipv4Addr>,
+    data: Option<RData>,
 ) -> Option<Vec<u8>> {
     let mut header = Header::response_from_request(request.header());
     header
@@ -201,9 +234,8 @@ fn reply(
         .set_response_code(code);
     let mut response = Message::new();
     response.set_header(header).add_query(query.clone());
-    if let Some(addr) = a {
-        let record = Record::from_rdata(query.name().clone(), TTL, RData::A(A(addr)));
-        response.add_answer(record);
+    if let Some(data) = data {
+        response.add_answer(Record::from_rdata(query.name().clone(), TTL, data));
     }
     response.to_vec().ok()
 }

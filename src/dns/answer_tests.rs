@@ -1,6 +1,8 @@
 //! Answers to DNS messages: one case per kind of question, built and read with
 //! hickory-proto's own types.
 
+use std::net::Ipv4Addr;
+
 use super::*;
 use crate::net::synthetic::RANGE;
 use crate::policy::{OrgPolicy, RequestPolicy};
@@ -119,6 +121,48 @@ fn other_types_of_an_allowed_name_are_empty() {
     }
     let first = std::net::IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
     assert_eq!(names.name_for(first), None, "no address was handed out");
+}
+
+/// `1.0.18.198.in-addr.arpa.` for 198.18.0.1.
+fn reverse(addr: Ipv4Addr) -> String {
+    let [a, b, c, d] = addr.octets();
+    format!("{d}.{c}.{b}.{a}.in-addr.arpa.")
+}
+
+#[test]
+fn a_synthetic_address_handed_out_gets_a_ptr_to_its_name() {
+    let (p, names) = (standard(), SyntheticNames::new());
+    let m = reply(&answer(
+        &query("API.test.", RecordType::A),
+        &ask(&p, &names),
+    ));
+    let addr = addresses(&m)[0];
+    let a = answer(&query(&reverse(addr), RecordType::PTR), &ask(&p, &names));
+    assert!(matches!(a.judged, Judged::Allowed), "{a:?}");
+    let m = reply(&a);
+    assert_eq!(m.response_code(), ResponseCode::NoError);
+    assert_eq!(m.answers().len(), 1, "{m:?}");
+    assert_eq!(m.answers()[0].ttl(), TTL);
+    match m.answers()[0].data() {
+        RData::PTR(name) => assert_eq!(name.0.to_ascii(), "api.test.", "the normalised name"),
+        other => panic!("not a PTR: {other:?}"),
+    }
+}
+
+#[test]
+fn other_reverse_names_are_judged_as_names_and_denied() {
+    let (p, names) = (standard(), SyntheticNames::new());
+    // In the range but not handed out; outside the range; an IPv6 reverse name.
+    let v6 = "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa.";
+    for name in [
+        reverse(Ipv4Addr::new(198, 18, 0, 9)),
+        reverse(Ipv4Addr::LOCALHOST),
+        v6.into(),
+    ] {
+        let a = answer(&query(&name, RecordType::PTR), &ask(&p, &names));
+        assert!(matches!(a.judged, Judged::Denied(_)), "{name}: {a:?}");
+        assert_eq!(reply(&a).response_code(), ResponseCode::NXDomain, "{name}");
+    }
 }
 
 /// (rule, name, reason, rule that decided)

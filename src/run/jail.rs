@@ -25,6 +25,10 @@ use super::rules::{self, Ports};
 /// The explicit proxy's port in the jail (127.0.0.1), named by CMD's proxy variables.
 pub const PROXY_PORT: u16 = 3128;
 
+/// `ip` arguments that give `lo` the jail's second loopback address, 127.0.0.2 (see
+/// [`make`]): loopback still, so it stays inside the namespace.
+const ADDRCONFIG_ADDRESS: [&str; 5] = ["addr", "add", "127.0.0.2/32", "dev", "lo"];
+
 /// Why the jail could not be made; `run` exits 125 and CMD never starts.
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {
@@ -129,6 +133,10 @@ fn make(ports: Ports) -> Result<JailSockets, JailError> {
     })?;
     pass_net_admin_on();
     tool("ip", "iproute2", &["link", "set", "lo", "up"], None)?;
+    // A second loopback address: glibc's getaddrinfo with AI_ADDRCONFIG (getent ahosts,
+    // wget, ...) returns IPv4 only where an IPv4 address other than 127.0.0.1 exists, so
+    // with 127.0.0.1 alone those tools would resolve nothing in the jail.
+    tool("ip", "iproute2", &ADDRCONFIG_ADDRESS, None)?;
     let route = ["route", "add", "default", "dev", "lo", "src", "127.0.0.1"];
     tool("ip", "iproute2", &route, None)?;
     tool("nft", "nftables", &["-f", "-"], Some(&rules::jail(ports)))?;

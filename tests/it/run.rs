@@ -6,9 +6,14 @@
 
 mod confine;
 mod exits;
+mod git;
 mod inspect;
 mod lifecycle;
+mod names;
+mod reach;
 mod rules;
+mod tls_origin;
+mod tools;
 mod transparent;
 
 use std::ffi::OsString;

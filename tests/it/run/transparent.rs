@@ -4,7 +4,7 @@
 use super::{require_jail, Jailed};
 
 /// Python for the scripts below: send a request on `s` and read until the peer closes.
-const EXCHANGE: &str = r#"
+pub(super) const EXCHANGE: &str = r#"
 def exchange(s, request):
     s.sendall(request)
     data = b""
@@ -14,7 +14,7 @@ def exchange(s, request):
             return data
         data += c
 "#;
-use crate::support::origin::Origin;
+use crate::support::origin::{HttpsOrigin, Origin};
 
 #[tokio::test]
 async fn run_judges_a_connection_that_ignores_the_proxy_by_where_it_was_going() {
@@ -126,4 +126,67 @@ print("udp answer from", peer[0], "answers", struct.unpack(">H", r[6:8])[0], "ip
     assert_eq!(denied["method"], "DNS", "{out}");
     assert!(denied["port"].is_null(), "{out}");
     assert!(!allowed, "{out}");
+}
+
+/// A synthetic address stands for one name: a TLS server name or a `Host` naming another
+/// (here a name the policy allows too: domain fronting) is `host_mismatch`, audited,
+/// and nothing reaches the origin; the same connection with the right name does.
+#[tokio::test]
+async fn a_server_name_or_host_other_than_the_name_the_address_stands_for_is_host_mismatch() {
+    require_jail!();
+    let origin = Origin::start().await;
+    let tls = HttpsOrigin::start().await;
+    let (port, tls_port) = (origin.port(), tls.port());
+    let script = format!(
+        r#"
+import socket, ssl
+a = socket.gethostbyname("allowed.test")
+o = socket.gethostbyname("other.test")
+print("addresses", "same" if a == o else "differ")
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+def tls(sni):
+    try:
+        with ctx.wrap_socket(socket.create_connection((a, {tls_port}), timeout=10), server_hostname=sni):
+            return "handshake"
+    except (OSError, ssl.SSLError) as e:
+        return "refused " + type(e).__name__
+def http(host):
+    s = socket.create_connection((a, {port}), timeout=10)
+    data = exchange(s, f"GET /m HTTP/1.1\r\nHost: {{host}}:{port}\r\nConnection: close\r\n\r\n".encode())
+    return data.split(b"\r\n")[0].decode()
+print("tls-match", tls("allowed.test"))
+print("tls-mismatch", tls("other.test"))
+print("http-match", http("allowed.test"))
+print("http-mismatch", http("other.test"))
+"#
+    );
+    let out = super::tools::jail_allowing(&["allowed.test", "other.test"], &[port, tls_port])
+        .python(&format!("{EXCHANGE}{script}"))
+        .await;
+    assert_eq!(out.code(), Some(0), "{out}");
+    for line in [
+        "addresses differ",
+        "tls-match handshake",
+        "tls-mismatch refused",
+        "http-match HTTP/1.1 200 OK",
+        "http-mismatch HTTP/1.1 403 Egress denied: host_mismatch",
+    ] {
+        assert!(out.stdout.contains(line), "{line}: {out}");
+    }
+    assert_eq!(tls.handshakes(), 1, "only the matching hello: {out}");
+    assert_eq!(tls.connections(), 1, "{out}");
+    assert_eq!(origin.hits(), 1, "{out}");
+    let mismatches: Vec<_> = out
+        .audit
+        .iter()
+        .filter(|r| r["reason"] == "host_mismatch")
+        .map(|r| {
+            assert_eq!(r["via"], "transparent", "{out}");
+            assert_eq!(r["host"], "allowed.test", "{out}");
+            r["method"].as_str().unwrap_or_default().to_string()
+        })
+        .collect();
+    assert_eq!(mismatches, ["CONNECT", "GET"], "{out}");
 }
