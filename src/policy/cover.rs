@@ -36,7 +36,7 @@ pub fn entry_covered(r: &DomainEntry, o: &DomainEntry, org_ports: &[u16]) -> boo
 
 /// Each port of `r` is covered by some entry of `set` (so `a.com:80` and `a.com:443`
 /// together cover a port-less `a.com` under the default ports), with its methods and
-/// paths: one entry covers all of them on that port (SPEC 12 covering).
+/// paths: one entry covers all of them on that port (docs/reference/policy-files.md, "Covering").
 pub fn set_covers(set: &DomainSet, r: &DomainEntry, org_ports: &[u16]) -> bool {
     uncovered(set, r, org_ports).is_none()
 }

@@ -381,7 +381,7 @@ impl DomainEntry {
         }
     }
 
-    /// Whether a `CONNECT` it allows must be intercepted (SPEC 16): it has `methods`,
+    /// Whether a `CONNECT` it allows must be intercepted (docs/reference/inspection.md): it has `methods`,
     /// `paths`, `access` or `inspect`.
     pub fn inspected(&self) -> bool {
         self.rules.is_some()

@@ -4,7 +4,7 @@
 //! characters decoded, dot segments removed) and refuses, as `invalid_request`, what
 //! could mean one path here and another at the origin:
 //!
-//! - `%2F`, `%5C`, `%00`: an encoded slash, backslash or NUL (SPEC 12);
+//! - `%2F`, `%5C`, `%00`: an encoded slash, backslash or NUL;
 //! - an encoded `%` before two hex digits (`%252F`): decoded twice by some servers;
 //! - a backslash, or any byte outside RFC 3986's path characters;
 //! - an empty segment (`//`): servers differ on whether it collapses, and a `..` after

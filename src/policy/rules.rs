@@ -1,5 +1,5 @@
-//! The request rules of an `allowed_domains` entry written as a table (SPEC 12,
-//! docs/reference/policy-files.md "Entries with rules"): which methods and paths it
+//! The request rules of an `allowed_domains` entry written as a table
+//! (docs/reference/policy-files.md, "Entries with rules"): which methods and paths it
 //! allows, and whether its tunnels are inspected.
 //!
 //! An entry without rules allows every method and path. Rules are compared on the
@@ -135,7 +135,7 @@ impl Rules {
         rules
     }
 
-    /// `{ host = "x", methods = ["GET"], paths = ["/a/*"] }`, as SPEC 12 writes entries.
+    /// `{ host = "x", methods = ["GET"], paths = ["/a/*"] }`, as docs/reference/policy-files.md writes entries.
     fn render(&self, host: &str) -> String {
         let quoted = |items: Vec<String>| {
             let items: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
@@ -177,7 +177,7 @@ impl Rules {
     }
 }
 
-/// Every request `r` allows, `o` allows (SPEC 12 covering: methods a subset, each path
+/// Every request `r` allows, `o` allows (docs/reference/policy-files.md, "Covering": methods a subset, each path
 /// inside one of `o`'s; no rules allow everything). `None` when covered, else the field
 /// that widens, for the widening message.
 pub fn rules_widen(r: Option<&Rules>, o: Option<&Rules>) -> Option<&'static str> {

@@ -1,5 +1,5 @@
 //! One element of a domain list: a pattern string, or (in `allowed_domains`) a table
-//! `{ host, methods, paths, access, inspect }` (SPEC 12, docs/reference/policy-files.md
+//! `{ host, methods, paths, access, inspect }` (docs/reference/policy-files.md
 //! "Entries with rules"). Each problem names the entry by its `host` and sits where the
 //! offending value was written.
 
