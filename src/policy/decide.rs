@@ -43,7 +43,8 @@ pub fn decide(eff: &Effective, target: &Target) -> Decision {
 
 /// [`decide`] for a request whose method and normalised path are known (plain HTTP, or a
 /// request inside an intercepted tunnel): the entries' `methods` and `paths` apply, and a
-/// request they do not allow is `method_not_allowed` or `path_not_allowed` (docs/reference/policy-files.md, "Entries with rules").
+/// request they do not allow is `method_not_allowed` or `path_not_allowed`
+/// (docs/reference/policy-files.md, "Entries with rules").
 pub fn decide_request(eff: &Effective, target: &Target, http: &Http) -> Decision {
     decide_traced(eff, target, Some(http), &mut NoTrace)
 }
@@ -66,9 +67,9 @@ pub fn explain_request(
 
 impl Effective<'_> {
     /// Whether a `CONNECT` (or transparent TLS connection) to `target` must be
-    /// intercepted (docs/reference/inspection.md, "Which connections are intercepted"): some entry matching
-    /// its host and port, at the organization or any request level, has `methods`,
-    /// `paths`, `access` or `inspect`. Always `false` for a literal IP (entries with
+    /// intercepted (docs/reference/inspection.md, "Which connections are intercepted"):
+    /// some entry matching its host and port, at the organization or any request level,
+    /// has `methods`, `paths`, `access` or `inspect`. Always `false` for a literal IP (entries with
     /// rules name hosts). For plain HTTP it says whether the rules need the path.
     pub fn must_intercept(&self, target: &Target) -> bool {
         let Host::Name(name) = &target.host else {

@@ -51,7 +51,8 @@ pub const POLICY_KEYS: [&str; 4] = [
 /// The keys of a request policy of `"type": "disabled"`: nothing but the type.
 pub const DISABLED_KEYS: [&str; 1] = ["type"];
 
-/// The keys of an `allowed_domains` entry written as a table (docs/reference/policy-files.md, "Entries with rules").
+/// The keys of an `allowed_domains` entry written as a table
+/// (docs/reference/policy-files.md, "Entries with rules").
 pub const ENTRY_KEYS: [&str; 5] = ["host", "methods", "paths", "access", "inspect"];
 
 /// An entry's `access`: the only value there is, a name for `GET`, `HEAD`, `OPTIONS`.

@@ -48,7 +48,8 @@ enum Normalised {
 }
 
 impl HostName {
-    /// Normalise and validate `input`; a lenient IPv4 spelling is [`HostError::IsIpAddress`].
+    /// Normalise and validate `input`; a lenient IPv4 spelling is
+    /// [`HostError::IsIpAddress`].
     pub fn parse(input: &str) -> Result<HostName, HostError> {
         match normalise(input)? {
             Normalised::Name(s) => Ok(HostName(s)),
@@ -381,8 +382,8 @@ impl DomainEntry {
         }
     }
 
-    /// Whether a `CONNECT` it allows must be intercepted (docs/reference/inspection.md): it has `methods`,
-    /// `paths`, `access` or `inspect`.
+    /// Whether a `CONNECT` it allows must be intercepted (docs/reference/inspection.md): it
+    /// has `methods`, `paths`, `access` or `inspect`.
     pub fn inspected(&self) -> bool {
         self.rules.is_some()
     }

@@ -1,5 +1,6 @@
 //! Choosing the entry of one level that allows a request
-//! (docs/reference/policy-files.md, "Entries with rules"): among the entries matching the host, the first that allows the port and,
+//! (docs/reference/policy-files.md, "Entries with rules"): among the entries matching the
+//! host, the first that allows the port and,
 //! when the request's method and path are known ([`Http`]), its method and path. When
 //! none does, why: the port (`port_not_allowed`), else the method (`method_not_allowed`),
 //! else the path (`path_not_allowed`).

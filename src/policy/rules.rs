@@ -135,7 +135,8 @@ impl Rules {
         rules
     }
 
-    /// `{ host = "x", methods = ["GET"], paths = ["/a/*"] }`, as docs/reference/policy-files.md writes entries.
+    /// `{ host = "x", methods = ["GET"], paths = ["/a/*"] }`, as
+    /// docs/reference/policy-files.md writes entries.
     fn render(&self, host: &str) -> String {
         let quoted = |items: Vec<String>| {
             let items: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
@@ -177,7 +178,8 @@ impl Rules {
     }
 }
 
-/// Every request `r` allows, `o` allows (docs/reference/policy-files.md, "Covering": methods a subset, each path
+/// Every request `r` allows, `o` allows (docs/reference/policy-files.md, "Covering":
+/// methods a subset, each path
 /// inside one of `o`'s; no rules allow everything). `None` when covered, else the field
 /// that widens, for the widening message.
 pub fn rules_widen(r: Option<&Rules>, o: Option<&Rules>) -> Option<&'static str> {

@@ -73,9 +73,11 @@ pub enum Reason {
     LimitExceeded,
     /// The audit log cannot be written: nothing is let through unrecorded.
     AuditUnavailable,
-    /// The entries matching host and port allow other methods (docs/reference/policy-files.md, "Entries with rules").
+    /// The entries matching host and port allow other methods
+    /// (docs/reference/policy-files.md, "Entries with rules").
     MethodNotAllowed,
-    /// The entries allowing the method allow other paths (docs/reference/policy-files.md, "Entries with rules").
+    /// The entries allowing the method allow other paths (docs/reference/policy-files.md,
+    /// "Entries with rules").
     PathNotAllowed,
     /// The upload budget (`[limits] upload_bytes`, `max_upload_bytes`) is spent.
     UploadBudgetExceeded,
