@@ -4,22 +4,18 @@
 //! TLS verified against `--upstream-ca`. Every test uses a real TLS origin and a client
 //! that trusts only the proxy's CA.
 
-use std::path::PathBuf;
-
 use serde_json::Value;
 
 use crate::support::org::Org;
-use crate::support::origin::HttpsOrigin;
 use crate::support::proxy::{Proxy, ProxyBuilder};
-use crate::support::tls::{ca_cert, ca_init, write_pem, Inner};
+use crate::support::tls::{ca_init, Inner, Testbed};
 use crate::support::unique_temp_dir;
 
 /// An HTTPS origin for `secure.test`, and a proxy that inspects it under `entry` (an
 /// organization entry), with a `--policy` of the same entry.
 struct Setup {
-    origin: HttpsOrigin,
+    bed: Testbed,
     proxy: Proxy,
-    ca: PathBuf,
 }
 
 impl Setup {
@@ -28,26 +24,19 @@ impl Setup {
     }
 
     async fn with(entry: &str, more: impl FnOnce(ProxyBuilder) -> ProxyBuilder) -> Setup {
-        let origin = HttpsOrigin::start().await;
-        let dir = unique_temp_dir("inspect");
-        let ca = ca_init(&dir);
-        let upstream_ca = dir.join("origin.pem");
-        write_pem(&upstream_ca, &origin.cert_der());
+        let bed = Testbed::start("inspect").await;
         let org = Org::new()
             .allow_entry(entry)
-            .ports(&[443, origin.port()])
+            .ports(&[443, bed.origin.port()])
             .loopback()
             .to_toml();
-        let builder = ProxyBuilder::new(org)
-            .policy(policy_of(entry))
-            .pin("secure.test")
-            .audit_allowed()
-            .arg("--ca")
-            .arg(ca.to_str().unwrap())
-            .arg("--upstream-ca")
-            .arg(upstream_ca.to_str().unwrap());
+        let builder = bed.proxy(
+            ProxyBuilder::new(org)
+                .policy(policy_of(entry))
+                .audit_allowed(),
+        );
         let proxy = more(builder).start().await;
-        Setup { origin, proxy, ca }
+        Setup { bed, proxy }
     }
 
     async fn inner(&self) -> Inner {
@@ -55,19 +44,11 @@ impl Setup {
     }
 
     async fn inner_with(&self, headers: &[(&str, &str)]) -> Inner {
-        let port = self.origin.port();
-        Inner::open(
-            self.proxy.addr,
-            "secure.test",
-            port,
-            ca_cert(&self.ca),
-            headers,
-        )
-        .await
+        self.bed.inner(&self.proxy, headers).await
     }
 
     fn url(&self, path: &str) -> String {
-        format!("https://secure.test:{}{path}", self.origin.port())
+        format!("https://secure.test:{}{path}", self.bed.origin.port())
     }
 
     async fn denial(&self, reason: &str) -> Value {
@@ -99,17 +80,17 @@ async fn an_allowed_get_inside_an_intercepted_tunnel_reaches_the_origin_over_ver
     let mut inner = s.inner().await;
     let answer = inner.request("GET", "/repos/acme?page=2", &[], b"").await;
     assert_eq!(answer.status, 200, "{answer:?}");
-    assert_eq!(answer.text(), s.origin.body());
-    let seen = s.origin.requests();
+    assert_eq!(answer.text(), s.bed.origin.body());
+    let seen = s.bed.origin.requests();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].method, "GET");
     assert_eq!(seen[0].target, "/repos/acme?page=2");
-    let host = format!("secure.test:{}", s.origin.port());
+    let host = format!("secure.test:{}", s.bed.origin.port());
     assert_eq!(seen[0].header("host"), Some(host.as_str()));
     // The same tunnel serves the next request (keep-alive inside).
     let again = inner.request("GET", "/repos", &[], b"").await;
     assert_eq!(again.status, 200);
-    assert_eq!(s.origin.hits(), 2);
+    assert_eq!(s.bed.origin.hits(), 2);
     let allowed = s
         .proxy
         .wait_audit(
@@ -128,7 +109,7 @@ async fn a_post_under_read_only_is_method_not_allowed_inside_and_never_reaches_t
     let answer = inner.request("POST", "/gists", &[], b"secret data").await;
     assert_eq!(answer.status, 403, "{answer:?}");
     assert_eq!(answer.json()["error"]["reason"], "method_not_allowed");
-    assert_eq!(s.origin.hits(), 0, "the origin saw the refused POST");
+    assert_eq!(s.bed.origin.hits(), 0, "the origin saw the refused POST");
     let record = s.denial("method_not_allowed").await;
     assert_eq!(record["method"], "POST");
     assert_eq!(record["url"], s.url("/gists"));
@@ -137,7 +118,7 @@ async fn a_post_under_read_only_is_method_not_allowed_inside_and_never_reaches_t
     // The connection stays usable: a GET after the refusal goes through.
     let after = inner.request("GET", "/", &[], b"").await;
     assert_eq!(after.status, 200);
-    assert_eq!(s.origin.hits(), 1);
+    assert_eq!(s.bed.origin.hits(), 1);
 }
 
 #[tokio::test]
@@ -164,7 +145,13 @@ async fn a_path_outside_the_rules_is_path_not_allowed() {
             "{refused}"
         );
     }
-    let seen: Vec<String> = s.origin.requests().into_iter().map(|r| r.target).collect();
+    let seen: Vec<String> = s
+        .bed
+        .origin
+        .requests()
+        .into_iter()
+        .map(|r| r.target)
+        .collect();
     // What the origin got is the normalised path that was judged.
     assert_eq!(seen, ["/repos/acme/widgets", "/user", "/repos/acme/b"]);
     s.denial("path_not_allowed").await;
@@ -196,7 +183,7 @@ async fn path_tricks_inside_the_tunnel_fail_closed_on_the_wire() {
             "{trick} answered {answer:?}"
         );
     }
-    for r in s.origin.requests() {
+    for r in s.bed.origin.requests() {
         assert!(
             r.target.starts_with("/public/"),
             "forwarded outside the rules: {}",
@@ -209,7 +196,10 @@ async fn path_tricks_inside_the_tunnel_fail_closed_on_the_wire() {
         fine.status, 200,
         "an encoded unreserved character is decoded: {fine:?}"
     );
-    assert_eq!(s.origin.requests().last().unwrap().target, "/public/a.txt");
+    assert_eq!(
+        s.bed.origin.requests().last().unwrap().target,
+        "/public/a.txt"
+    );
 }
 
 #[tokio::test]
@@ -221,19 +211,17 @@ async fn a_host_other_than_the_connect_host_is_host_mismatch() {
         .await;
     assert_eq!(answer.status, 403, "{answer:?}");
     assert_eq!(answer.json()["error"]["reason"], "host_mismatch");
-    assert_eq!(s.origin.hits(), 0);
+    assert_eq!(s.bed.origin.hits(), 0);
     let record = s.denial("host_mismatch").await;
     assert_eq!(record["host"], "secure.test");
 }
 
 #[tokio::test]
 async fn an_upstream_certificate_that_does_not_verify_is_a_502() {
-    let origin = HttpsOrigin::start().await;
-    let dir = unique_temp_dir("inspect-untrusted");
-    let ca = ca_init(&dir);
+    let bed = Testbed::start("inspect-untrusted").await;
     let org = Org::new()
         .allow_entry(READ_ONLY)
-        .ports(&[origin.port()])
+        .ports(&[bed.origin.port()])
         .loopback()
         .to_toml();
     // No --upstream-ca: the origin's self-signed certificate is in no root store.
@@ -241,13 +229,13 @@ async fn an_upstream_certificate_that_does_not_verify_is_a_502() {
         .policy(policy_of(READ_ONLY))
         .pin("secure.test")
         .arg("--ca")
-        .arg(ca.to_str().unwrap())
+        .arg(bed.ca.to_str().unwrap())
         .start()
         .await;
-    let mut inner = Inner::open(proxy.addr, "secure.test", origin.port(), ca_cert(&ca), &[]).await;
+    let mut inner = bed.inner(&proxy, &[]).await;
     let answer = inner.request("GET", "/", &[], b"").await;
     assert_eq!(answer.status, 502, "{answer:?}");
-    assert_eq!(origin.hits(), 0, "a request went over unverified TLS");
+    assert_eq!(bed.origin.hits(), 0, "a request went over unverified TLS");
 }
 
 #[tokio::test]
@@ -271,7 +259,7 @@ async fn x_network_policy_on_the_connect_narrows_every_request_inside() {
         s.denial("method_not_allowed").await["policy_level"],
         "request"
     );
-    assert_eq!(s.origin.hits(), 1);
+    assert_eq!(s.bed.origin.hits(), 1);
     // And a header inside narrows that one request only.
     let only_docs = r#"{"type":"allowlist","allowed_domains":[{"host":"secure.test","methods":["GET"],"paths":["/docs/*"]}]}"#;
     let get = inner
@@ -325,12 +313,9 @@ const SECRET: &str = "Bearer egress-it-credential-5f1e";
 #[tokio::test]
 async fn a_credential_is_set_on_requests_to_its_host_only_and_never_shown() {
     let plain = crate::support::origin::Origin::start_named("plain").await;
-    let origin = HttpsOrigin::start().await;
-    let dir = unique_temp_dir("inspect-credentials");
-    let ca = ca_init(&dir);
-    let upstream_ca = dir.join("origin.pem");
-    write_pem(&upstream_ca, &origin.cert_der());
-    let secret_file = dir.join("github-token");
+    let bed = Testbed::start("inspect-credentials").await;
+    let origin = &bed.origin;
+    let secret_file = bed.dir.join("github-token");
     std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
     let entry = r#"{ host = "secure.test", inspect = true }"#;
     let org = Org::new()
@@ -344,20 +329,14 @@ async fn a_credential_is_set_on_requests_to_its_host_only_and_never_shown() {
         ))
         .to_toml();
     let policy = r#"{"type":"allowlist","allowed_domains":["secure.test","allowed.test"]}"#;
-    let proxy = ProxyBuilder::new(org)
+    let builder = ProxyBuilder::new(org)
         .policy(policy)
-        .pin("secure.test")
         .pin("allowed.test")
         .audit_allowed()
         .admin("it-admin-token")
-        .log("debug")
-        .arg("--ca")
-        .arg(ca.to_str().unwrap())
-        .arg("--upstream-ca")
-        .arg(upstream_ca.to_str().unwrap())
-        .start()
-        .await;
-    let mut inner = Inner::open(proxy.addr, "secure.test", origin.port(), ca_cert(&ca), &[]).await;
+        .log("debug");
+    let proxy = bed.proxy(builder).start().await;
+    let mut inner = bed.inner(&proxy, &[]).await;
     let first = inner.request("GET", "/user", &[], b"").await;
     assert_eq!(first.status, 200, "{first:?}");
     // The client's own Authorization is replaced, not added to.
@@ -434,11 +413,8 @@ async fn a_credential_for_a_host_allowed_on_443_without_inspection_is_a_load_err
 
 #[tokio::test]
 async fn requests_inside_an_intercepted_tunnel_pay_the_upload_budget() {
-    let origin = HttpsOrigin::start().await;
-    let dir = unique_temp_dir("inspect-budget");
-    let ca = ca_init(&dir);
-    let upstream_ca = dir.join("origin.pem");
-    write_pem(&upstream_ca, &origin.cert_der());
+    let bed = Testbed::start("inspect-budget").await;
+    let origin = &bed.origin;
     let entry = r#"{ host = "secure.test", inspect = true }"#;
     let org = Org::new()
         .allow_entry(entry)
@@ -446,16 +422,10 @@ async fn requests_inside_an_intercepted_tunnel_pay_the_upload_budget() {
         .loopback()
         .raw_line("[limits]\nupload_bytes = 10")
         .to_toml();
-    let proxy = ProxyBuilder::new(org)
-        .policy(r#"{"type":"allowlist","allowed_domains":["secure.test"]}"#)
-        .pin("secure.test")
-        .arg("--ca")
-        .arg(ca.to_str().unwrap())
-        .arg("--upstream-ca")
-        .arg(upstream_ca.to_str().unwrap())
-        .start()
-        .await;
-    let mut inner = Inner::open(proxy.addr, "secure.test", origin.port(), ca_cert(&ca), &[]).await;
+    let builder =
+        ProxyBuilder::new(org).policy(r#"{"type":"allowlist","allowed_domains":["secure.test"]}"#);
+    let proxy = bed.proxy(builder).start().await;
+    let mut inner = bed.inner(&proxy, &[]).await;
     let fits = inner.request("POST", "/a", &[], b"123456").await;
     assert_eq!(fits.status, 200, "{fits:?}");
     let over = inner.request("POST", "/b", &[], b"7890123").await;

@@ -128,3 +128,45 @@ impl Inner {
         read_response(&mut self.reader, false).await
     }
 }
+
+/// What every interception test starts from: an HTTPS origin for `secure.test`, a CA
+/// made by `ca init`, and the origin's certificate as a PEM file for `--upstream-ca`.
+pub struct Testbed {
+    pub origin: super::origin::HttpsOrigin,
+    pub dir: PathBuf,
+    pub ca: PathBuf,
+    pub upstream_ca: PathBuf,
+}
+
+impl Testbed {
+    pub async fn start(tag: &str) -> Testbed {
+        let origin = super::origin::HttpsOrigin::start().await;
+        let dir = super::unique_temp_dir(tag);
+        let ca = ca_init(&dir);
+        let upstream_ca = dir.join("origin.pem");
+        write_pem(&upstream_ca, &origin.cert_der());
+        Testbed {
+            origin,
+            dir,
+            ca,
+            upstream_ca,
+        }
+    }
+
+    /// `builder` intercepting with this CA and trusting the origin upstream, with
+    /// `secure.test` pinned to it.
+    pub fn proxy(&self, builder: super::proxy::ProxyBuilder) -> super::proxy::ProxyBuilder {
+        builder
+            .pin("secure.test")
+            .arg("--ca")
+            .arg(self.ca.to_str().unwrap())
+            .arg("--upstream-ca")
+            .arg(self.upstream_ca.to_str().unwrap())
+    }
+
+    /// A TLS connection to the origin inside a `CONNECT` through `proxy`, trusting the CA.
+    pub async fn inner(&self, proxy: &super::proxy::Proxy, headers: &[(&str, &str)]) -> Inner {
+        let port = self.origin.port();
+        Inner::open(proxy.addr, "secure.test", port, ca_cert(&self.ca), headers).await
+    }
+}
