@@ -35,3 +35,48 @@ wait_port() { # port [seconds]
     tail -n 5 "$TMP"/*.log "$TMP"/*/*.log >&2 2>/dev/null || true
     exit 2
 }
+
+# Start nginx (one worker, keep-alive kept) serving $TMP/www on 127.0.0.1:HTTP_PORT and,
+# when given, on HTTPS_PORT with $TMP/cert.pem and $TMP/key.pem; wait for both ports.
+# Knobs: NGINX_CONNECTIONS (4096), NGINX_KEEPALIVE (600s), NGINX_TLS_EXTRA (more
+# directives for the HTTPS server).
+start_nginx() { # http_port [https_port]
+    local http=$1 https=${2:-} conns=${NGINX_CONNECTIONS:-4096} tls=""
+    if [ -n "$https" ]; then
+        tls="server {
+        listen 127.0.0.1:$https ssl;
+        ssl_certificate $TMP/cert.pem;
+        ssl_certificate_key $TMP/key.pem;
+        ${NGINX_TLS_EXTRA:-}
+        root $TMP/www;
+    }"
+    fi
+    mkdir -p "$TMP/nginx"
+    cat >"$TMP/nginx.conf" <<CONF
+daemon off;
+master_process off;
+worker_processes 1;
+worker_rlimit_nofile $((conns + 64));
+pid $TMP/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections $conns; }
+http {
+    access_log off;
+    sendfile on;
+    keepalive_requests 1000000;
+    keepalive_timeout ${NGINX_KEEPALIVE:-600s};
+    client_body_temp_path $TMP/nginx/body;
+    proxy_temp_path $TMP/nginx/proxy;
+    fastcgi_temp_path $TMP/nginx/fastcgi;
+    uwsgi_temp_path $TMP/nginx/uwsgi;
+    scgi_temp_path $TMP/nginx/scgi;
+    default_type application/octet-stream;
+    server { listen 127.0.0.1:$http; root $TMP/www; }
+    $tls
+}
+CONF
+    nginx -p "$TMP/nginx" -e "$TMP/nginx/error.log" -c "$TMP/nginx.conf" &
+    PIDS+=($!)
+    wait_port "$http"
+    if [ -n "$https" ]; then wait_port "$https"; fi
+}

@@ -61,31 +61,10 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2)
 # --- the origin and Redis -----------------------------------------------------------------
 mkdir -p "$TMP/www" "$TMP/nginx"
 head -c 256 /dev/zero | tr '\0' 'x' >"$TMP/www/index.html"
-cat >"$TMP/nginx.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $TMP/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    keepalive_timeout 600s;
-    client_body_temp_path $TMP/nginx/body;
-    proxy_temp_path $TMP/nginx/proxy;
-    fastcgi_temp_path $TMP/nginx/fastcgi;
-    uwsgi_temp_path $TMP/nginx/uwsgi;
-    scgi_temp_path $TMP/nginx/scgi;
-    server { listen 127.0.0.1:$HTTP_PORT; root $TMP/www; }
-}
-EOF
-nginx -p "$TMP/nginx" -e "$TMP/nginx/error.log" -c "$TMP/nginx.conf" &
-PIDS+=($!)
+start_nginx "$HTTP_PORT"
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
     --dir "$TMP" >"$TMP/redis.log" 2>&1 &
 PIDS+=($!)
-wait_port "$HTTP_PORT"
 wait_port "$REDIS_PORT"
 
 # --- the two proxies, a session on each -------------------------------------------------

@@ -82,42 +82,11 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$NAME" \
     -addext "subjectAltName=DNS:$NAME,DNS:*.$NAME,DNS:*.$RELAYED,IP:127.0.0.1" \
     -addext "basicConstraints=critical,CA:FALSE" \
     -keyout "$TMP/key.pem" -out "$TMP/cert.pem" 2>/dev/null
-cat >"$TMP/nginx.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $TMP/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    keepalive_timeout 600s;
-    client_body_temp_path $TMP/nginx/body;
-    proxy_temp_path $TMP/nginx/proxy;
-    fastcgi_temp_path $TMP/nginx/fastcgi;
-    uwsgi_temp_path $TMP/nginx/uwsgi;
-    scgi_temp_path $TMP/nginx/scgi;
-    default_type application/octet-stream;
-    server { listen 127.0.0.1:$HTTP_PORT; root $TMP/www; }
-    server {
-        listen 127.0.0.1:$HTTPS_PORT ssl;
-        ssl_certificate $TMP/cert.pem;
-        ssl_certificate_key $TMP/key.pem;
-        # No resumption: every tunnel's upstream handshake is a full one, so the first
-        # answer to a new name differs from a known one by the leaf minting alone (the
-        # proxy's client side keeps TLS sessions by name).
-        ssl_session_tickets off;
-        ssl_session_cache off;
-        ssl_protocols TLSv1.2 TLSv1.3;
-        root $TMP/www;
-    }
-}
-EOF
-nginx -p "$TMP/nginx" -e "$TMP/nginx/error.log" -c "$TMP/nginx.conf" &
-PIDS+=($!)
-wait_port $HTTP_PORT
-wait_port $HTTPS_PORT
+# No resumption: every tunnel's upstream handshake is a full one, so the first answer to
+# a new name differs from a known one by the leaf minting alone (the proxy's client side
+# keeps TLS sessions by name).
+NGINX_CONNECTIONS=1024 NGINX_TLS_EXTRA="ssl_session_tickets off; ssl_session_cache off; ssl_protocols TLSv1.2 TLSv1.3;" \
+    start_nginx "$HTTP_PORT" "$HTTPS_PORT"
 
 # --- the proxy ------------------------------------------------------------------------------
 "$PROXY_BIN" ca init "$TMP/ca" >/dev/null

@@ -77,38 +77,7 @@ head -c $((BIG_MIB * 1024 * 1024)) /dev/urandom >"$TMP/www/big"
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$NAME" \
     -addext "subjectAltName=DNS:$NAME,IP:127.0.0.1" \
     -keyout "$TMP/key.pem" -out "$TMP/cert.pem" 2>/dev/null
-cat >"$TMP/nginx.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-worker_rlimit_nofile 20000;
-pid $TMP/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections 20000; }
-http {
-    access_log off;
-    sendfile on;
-    keepalive_requests 1000000;
-    keepalive_timeout 600s;
-    client_body_temp_path $TMP/nginx/body;
-    proxy_temp_path $TMP/nginx/proxy;
-    fastcgi_temp_path $TMP/nginx/fastcgi;
-    uwsgi_temp_path $TMP/nginx/uwsgi;
-    scgi_temp_path $TMP/nginx/scgi;
-    default_type application/octet-stream;
-    server { listen 127.0.0.1:$HTTP_PORT; root $TMP/www; }
-    server {
-        listen 127.0.0.1:$HTTPS_PORT ssl;
-        ssl_certificate $TMP/cert.pem;
-        ssl_certificate_key $TMP/key.pem;
-        root $TMP/www;
-    }
-}
-EOF
-nginx -p "$TMP/nginx" -e "$TMP/nginx/error.log" -c "$TMP/nginx.conf" &
-PIDS+=($!)
-wait_port $HTTP_PORT
-wait_port $HTTPS_PORT
+NGINX_CONNECTIONS=20000 start_nginx "$HTTP_PORT" "$HTTPS_PORT"
 
 # --- the proxy ----------------------------------------------------------------------------
 cat >"$TMP/org.toml" <<EOF

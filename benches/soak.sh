@@ -91,39 +91,9 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=$NAME" \
     -addext "subjectAltName=DNS:$NAME" \
     -keyout "$TMP/key.pem" -out "$TMP/cert.pem" 2>/dev/null
 # A short keep-alive upstream, so the proxy's pool empties soon after traffic stops.
-cat >"$TMP/nginx.conf" <<EOF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $TMP/nginx.pid;
-error_log $TMP/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    sendfile on;
-    keepalive_requests 1000000;
-    keepalive_timeout 10s;
-    client_body_temp_path $TMP/nginx/body;
-    proxy_temp_path $TMP/nginx/proxy;
-    fastcgi_temp_path $TMP/nginx/fastcgi;
-    uwsgi_temp_path $TMP/nginx/uwsgi;
-    scgi_temp_path $TMP/nginx/scgi;
-    default_type application/octet-stream;
-    server { listen 127.0.0.1:$HTTP_PORT; root $TMP/www; }
-    server {
-        listen 127.0.0.1:$HTTPS_PORT ssl;
-        ssl_certificate $TMP/cert.pem;
-        ssl_certificate_key $TMP/key.pem;
-        root $TMP/www;
-    }
-}
-EOF
-nginx -p "$TMP/nginx" -e "$TMP/nginx/error.log" -c "$TMP/nginx.conf" &
-PIDS+=($!)
+NGINX_KEEPALIVE=10s start_nginx "$HTTP_PORT" "$HTTPS_PORT"
 python3 "$ROOT/benches/soak.py" origin "$UPLOAD_PORT" 2>"$TMP/upload.log" &
 PIDS+=($!)
-wait_port $HTTP_PORT
-wait_port $HTTPS_PORT
 wait_port $UPLOAD_PORT
 
 # --- the proxy ----------------------------------------------------------------------------
