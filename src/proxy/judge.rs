@@ -60,10 +60,13 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     if let Some(s) = &session {
         covered(s, &policies, &target).map_err(tag)?;
     }
-    let asked = Asking::of(req);
     let headers = [header.as_ref()];
-    let judged = decide_levels(&policies, session.as_deref(), &headers, &target, &asked);
-    let (decision, judged, limit) = judged.map_err(tag)?;
+    let levels = levels(&policies, session.as_deref(), &headers, &target).map_err(tag)?;
+    let eff = Effective {
+        org: &policies.org,
+        levels: &levels,
+    };
+    let (decision, judged, limit) = decide_levels(&eff, &target, &Asking::of(req)).map_err(tag)?;
     settle(&decision, &target, &session, state, client, || {
         plain_url(req)
     })
@@ -77,7 +80,8 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     // The budget comes last of the policy's judgements, before any lookup.
     let allowance = state.budgets.allowance(session.as_ref(), limit);
     budget::admit(req, &allowance, &target).map_err(tag)?;
-    let addrs = checked_addrs(&decision, &policies, &session, &headers, &target, state).await?;
+    let addrs = checked_addrs(&decision, &eff, &session, &target, state).await?;
+    drop(levels);
     Ok(Approved {
         addrs,
         target,
@@ -110,9 +114,13 @@ pub async fn judge_inner<B>(
     let policies = tunnel.policies.clone();
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
     let headers = [tunnel.header.as_ref(), header.as_ref()];
-    let asked = Asking::of(req);
-    let judged = decide_levels(&policies, session.as_deref(), &headers, &target, &asked);
-    let (decision, judged, limit) = judged.map_err(tag)?;
+    let levels = levels(&policies, session.as_deref(), &headers, &target).map_err(tag)?;
+    let eff = Effective {
+        org: &policies.org,
+        levels: &levels,
+    };
+    let (decision, judged, limit) = decide_levels(&eff, &target, &Asking::of(req)).map_err(tag)?;
+    drop(levels);
     let url = || Some(super::record::inspected_url(req, &target));
     settle(&decision, &target, &session, state, client, url).await?;
     // The tunnel's session (or the proxy) pays for what each request inside sends.
@@ -194,33 +202,26 @@ pub enum Judged {
     Intercept,
 }
 
-/// Steps 3 and 4: the levels and the decision. Where an entry matching the destination
+/// Step 4: the decision under the levels in `eff`. Where an entry matching the destination
 /// has rules (docs/reference/policy-files.md, "Entries with rules"), a request is judged
 /// by its method and normalised path too (a path that does not normalise is
 /// `invalid_request`), and a tunnel is marked for interception.
 fn decide_levels(
-    policies: &Policies,
-    session: Option<&Session>,
-    headers: &[Option<&RequestPolicy>],
+    eff: &Effective,
     target: &Target,
     asked: &Asking,
 ) -> Result<(Decision, Judged, Option<Budget>), Refusal> {
-    let levels = levels(policies, session, headers, target)?;
-    let eff = Effective {
-        org: &policies.org,
-        levels: &levels,
-    };
     // Section 13's budget: the narrowest of the levels in force.
-    let budget = upload_budget(&policies.org, &levels);
+    let budget = upload_budget(eff.org, eff.levels);
     if !eff.must_intercept(target) {
-        return Ok((decide(&eff, target), Judged::Whole, budget));
+        return Ok((decide(eff, target), Judged::Whole, budget));
     }
     match *asked {
-        Asking::Tunnel => Ok((decide(&eff, target), Judged::Intercept, budget)),
+        Asking::Tunnel => Ok((decide(eff, target), Judged::Intercept, budget)),
         Asking::Request { method, path } => {
             let path = request::normal_path(path, target)?;
             let decision = decide_request(
-                &eff,
+                eff,
                 target,
                 &Http {
                     method,
@@ -259,9 +260,8 @@ async fn settle(
 /// address check (under the same levels the request was decided with).
 async fn checked_addrs(
     decision: &Decision,
-    policies: &Policies,
+    eff: &Effective<'_>,
     session: &Option<Arc<Session>>,
-    headers: &[Option<&RequestPolicy>],
     target: &Target,
     state: &State,
 ) -> Result<Vec<CheckedAddr>, Stop> {
@@ -279,15 +279,10 @@ async fn checked_addrs(
         }
     };
     let tag = |r: Refusal| Stop::from(r.in_session(session));
-    let levels = levels(policies, session.as_deref(), headers, target).map_err(tag)?;
-    let eff = Effective {
-        org: &policies.org,
-        levels: &levels,
-    };
     let mut addrs: Vec<CheckedAddr> = Vec::with_capacity(ips.len());
     let mut refused = None;
     for ip in ips {
-        match guard(&eff, ip, &state.own, target.port) {
+        match guard(eff, ip, &state.own, target.port) {
             Ok(addr) => addrs.push(addr),
             Err((verdict, reason)) if refused.is_none() => refused = Some((verdict, reason, ip)),
             Err(_) => {}
