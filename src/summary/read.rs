@@ -85,25 +85,17 @@ pub struct Attempt<'a> {
     pub resolved_ip: Option<Cow<'a, str>>,
 }
 
-/// What a line holds for `suggest` and `replay`.
-pub enum Line<'a> {
-    /// Blank: not counted.
-    Blank,
-    /// Not a JSON object with an `event`: skipped and counted.
-    Malformed,
-    Attempt(Attempt<'a>),
-}
-
-/// Parse one line of an audit log.
-pub fn attempt(line: &[u8]) -> Line<'_> {
+/// The attempt one line of an audit log records, for `suggest` and `replay`: `None` for a
+/// blank line (not counted) and for one that is not a JSON object with an `event`
+/// (skipped, and counted in `malformed`).
+pub fn attempt<'l>(line: &'l [u8], malformed: &mut u64) -> Option<Attempt<'l>> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) {
-        return Line::Blank;
+        return None;
     }
-    match serde_json::from_slice::<Attempt>(line) {
-        Ok(a) => Line::Attempt(a),
-        Err(_) => Line::Malformed,
-    }
+    let parsed = serde_json::from_slice::<Attempt>(line).ok();
+    *malformed += u64::from(parsed.is_none());
+    parsed
 }
 
 /// The method and the path (with its query) of a logged HTTP request: `None` for a

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::read::{self, Line, LogError, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
+use super::read::{self, LogError, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
 use crate::load;
 use crate::policy::{
     check_address, decide, decide_any_port, decide_request, normalize_path, Decision, Effective,
@@ -147,13 +147,8 @@ struct Groups {
 
 impl Groups {
     fn line(&mut self, line: &[u8]) {
-        let a = match read::attempt(line) {
-            Line::Blank => return,
-            Line::Malformed => {
-                self.malformed += 1;
-                return;
-            }
-            Line::Attempt(a) => a,
+        let Some(a) = read::attempt(line, &mut self.malformed) else {
+            return;
         };
         let event = &*a.event;
         let reason = a.reason.as_deref().unwrap_or("");

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::read::{self, Line, LogError, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
+use super::read::{self, LogError, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
 use super::SummaryError;
 use crate::load::LoadError;
 use crate::policy::shared_hosting::classify;
@@ -184,13 +184,8 @@ struct Seen {
 
 impl Seen {
     fn line(&mut self, line: &[u8]) {
-        let a = match read::attempt(line) {
-            Line::Blank => return,
-            Line::Malformed => {
-                self.malformed += 1;
-                return;
-            }
-            Line::Attempt(a) => a,
+        let Some(a) = read::attempt(line, &mut self.malformed) else {
+            return;
         };
         let (Some(host), Some(port)) = (a.host.as_deref(), a.port) else {
             return;
