@@ -4,47 +4,67 @@
 //! given can be dialled at all; the connection itself is judged again, with its port.
 
 use super::compile::RequestPolicy;
-use super::decide::{decide, Effective, Target};
+use super::decide::{decide, explain, Effective, Target};
 use super::host::{Host, HostName};
+use super::steps::{Match, Step};
 use super::verdict::{Decision, Verdict};
 
 /// Decide `name` for some port: the decision of the first port that allows it, else
-/// the decision of the first port tried (the reason the judgement gives). The ports
-/// tried are those that could allow it: the organization's `allowed_ports`, then the
-/// explicit ports of the organization and request entries that match the name. In
-/// report mode a would-be denial counts as allowed, as it does for a request.
+/// the refusal of the nearest level that allows it on no port (docs/reference/
+/// confinement.md, "DNS listener"): of the ports tried, the one whose judgement passed
+/// the most levels gives the reason, so a name the organization allows only on `:8080`
+/// and the request policy lacks is `not_in_request_policy` at the request level, never
+/// the organization's `port_not_allowed` for port 443; `port_not_allowed` remains only
+/// where every level allows the name, but on no common port. The ports tried are those
+/// that could allow it: the organization's `allowed_ports`, then the explicit ports of
+/// the organization and request entries that match the name. In report mode a would-be
+/// denial counts as allowed, as it does for a request.
 pub fn decide_any_port(eff: &Effective, name: &HostName) -> Decision {
     let mut target = Target {
         host: Host::Name(name.clone()),
         port: 0,
     };
-    let mut first = None;
-    let mut allowed = |port: u16, target: &mut Target| {
-        target.port = port;
-        let decision = decide(eff, target);
-        if decision.verdict == Verdict::Allow {
-            return Some(decision);
-        }
-        first.get_or_insert(decision);
-        None
-    };
+    let mut refused = Vec::new();
+    let ports = eff.org.allowed_ports.iter().copied();
     // The organization's ports first: they allow most names, with no list to build.
-    for &port in &eff.org.allowed_ports {
-        if let Some(decision) = allowed(port, &mut target) {
+    for port in ports.chain(explicit_ports(eff, name)) {
+        target.port = port;
+        let decision = decide(eff, &target);
+        if decision.verdict == Verdict::Allow {
             return decision;
         }
-    }
-    for port in explicit_ports(eff, name) {
-        if let Some(decision) = allowed(port, &mut target) {
-            return decision;
-        }
+        refused.push((port, decision));
     }
     // No port at all (an empty `allowed_ports` and no entry with a port for this
     // name): judged on port 0, which no entry allows, so the reason says why.
-    first.unwrap_or_else(|| {
-        target.port = 0;
-        decide(eff, &target)
-    })
+    if refused.is_empty() {
+        return decide(eff, &target);
+    }
+    // A refused name is the rare case: only then are the levels passed counted. The
+    // first of the deepest wins, so a would-be denial (report mode) is kept as it was.
+    let mut best: Option<(usize, Decision)> = None;
+    for (port, decision) in refused {
+        target.port = port;
+        let depth = levels_passed(eff, &target);
+        if best.as_ref().is_none_or(|(d, _)| depth > *d) {
+            best = Some((depth, decision));
+        }
+    }
+    best.map(|(_, d)| d).unwrap_or_else(|| decide(eff, &target))
+}
+
+/// How many levels (the organization's, then each request level) allowed `target`
+/// before its judgement stopped.
+fn levels_passed(eff: &Effective, target: &Target) -> usize {
+    let (_, steps) = explain(eff, target);
+    let passed = |found: &Match| matches!(found, Match::Port { .. } | Match::Request { .. });
+    steps
+        .iter()
+        .filter(|s| match s {
+            Step::OrgAllowed(found) | Step::RequestAllowed { found, .. } => passed(found),
+            _ => false,
+        })
+        .count()
 }
 
 /// The ports written in the organization and request entries that match `name`, each
@@ -142,7 +162,7 @@ denied_domains = ["bad.example.test", "mail.example.test:25", "web.example.test:
         #[rustfmt::skip]
         run(&org, &[&narrow], &[
             ("allowed_at_both_levels",       "api.test",        Allow, None,                          Some("api.test")),
-            ("org_port_only_request_default", "alt.test",       Deny,  Some("port_not_allowed"),      Some("alt.test:8443")),
+            ("org_port_only_request_default", "alt.test",       Deny,  Some("port_not_allowed"),      Some("alt.test")),
             ("request_entry_port",           "both.test",       Allow, None,                          Some("both.test:9000")),
             ("request_port_org_lacks",       "x.example.test",  Deny,  Some("port_not_allowed"),      Some("x.example.test:8080")),
             ("not_in_request_policy",        "a.example.test",  Deny,  Some("not_in_request_policy"), None),
@@ -152,6 +172,50 @@ denied_domains = ["bad.example.test", "mail.example.test:25", "web.example.test:
         run(&org, &[&RequestPolicy::Disabled], &[
             ("network_disabled",             "api.test",        Deny,  Some("network_disabled"),      None),
         ]);
+    }
+
+    /// The level that allows a name on no port names the refusal, not the first port
+    /// tried (docs/reference/confinement.md, "DNS listener").
+    #[test]
+    fn refusal_names_the_nearest_level_that_allows_no_port() {
+        let org = OrgPolicy::from_toml(
+            "version = 1\nallowed_domains = [\"app.test:8080\", \"other.test:8080\", \"ports.test\"]\n",
+            "org.toml",
+        )
+        .unwrap();
+        let narrow = allowlist(&["app.test:8080", "ports.test:443"]);
+        let elsewhere = allowlist(&["ports.test:80"]);
+        let level = |levels: &[&RequestPolicy], name: &str| {
+            let eff = Effective { org: &org, levels };
+            let d = decide_any_port(&eff, &HostName::parse(name).unwrap());
+            (d.reason().map(Reason::as_str), d.level.as_str(), d.rule)
+        };
+        assert_eq!(
+            level(&[&narrow], "other.test"),
+            (Some("not_in_request_policy"), "request", None),
+            "allowed by the organization on :8080 only, absent from the request policy"
+        );
+        assert_eq!(
+            level(&[&narrow], "app.test"),
+            (None, "request", Some("app.test:8080".into()))
+        );
+        assert_eq!(
+            level(&[], "nowhere.test"),
+            (Some("not_in_org_allowlist"), "org", None)
+        );
+        assert_eq!(
+            level(&[&RequestPolicy::Disabled], "other.test"),
+            (Some("network_disabled"), "request", None)
+        );
+        // Every level allows the name, on no common port: only then `port_not_allowed`.
+        assert_eq!(
+            level(&[&narrow, &elsewhere], "ports.test"),
+            (
+                Some("port_not_allowed"),
+                "request",
+                Some("ports.test:80".into())
+            )
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod connect;
 mod denials;
 mod diff;
 mod dns;
+mod dns_levels;
 mod dns_listener;
 mod fleet;
 mod fleet_outage;
