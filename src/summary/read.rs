@@ -10,6 +10,7 @@ use serde::Deserialize;
 
 use super::SummaryError;
 use crate::load::LoadError;
+use crate::policy::Reason;
 
 /// Why `audit suggest` or `audit replay` could not run (exit 2): a policy that does not
 /// load, or a log that cannot be read.
@@ -117,15 +118,29 @@ pub const DENIED: &str = "egress.denied";
 pub const WOULD_DENY: &str = "egress.would_deny";
 
 /// Denial reasons a destination alone decides, so the record can be judged again.
-pub const DESTINATION_REASONS: [&str; 9] = [
-    "not_in_org_allowlist",
-    "not_in_request_policy",
-    "network_disabled",
-    "denied_domain",
-    "port_not_allowed",
-    "shared_hosting",
-    "private_address",
+const DESTINATION_REASONS: [Reason; 9] = [
+    Reason::NotInOrgAllowlist,
+    Reason::NotInRequestPolicy,
+    Reason::NetworkDisabled,
+    Reason::DeniedDomain,
+    Reason::PortNotAllowed,
+    Reason::SharedHosting,
+    Reason::PrivateAddress,
     // Only with the record's method and path.
-    "method_not_allowed",
-    "path_not_allowed",
+    Reason::MethodNotAllowed,
+    Reason::PathNotAllowed,
 ];
+
+/// The reason a record names, when it is one a destination alone decides (its spelling
+/// is the policy core's, [`Reason::as_str`]).
+pub fn destination_reason(reason: Option<&str>) -> Option<Reason> {
+    let reason = reason?;
+    DESTINATION_REASONS
+        .into_iter()
+        .find(|r| r.as_str() == reason)
+}
+
+/// Whether a destination reason needs the record's method and path to be judged again.
+pub fn needs_request(reason: Reason) -> bool {
+    matches!(reason, Reason::MethodNotAllowed | Reason::PathNotAllowed)
+}

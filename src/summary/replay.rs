@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::read::{self, LogError, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
+use super::read::{self, LogError, ALLOWED, DENIED, WOULD_DENY};
 use crate::load;
 use crate::policy::{
     check_address, decide, decide_any_port, decide_request, normalize_path, Decision, Effective,
@@ -154,10 +154,10 @@ impl Groups {
         let reason = a.reason.as_deref().unwrap_or("");
         let request = read::request_line(&a);
         let (method, path) = request.unwrap_or_default();
-        let rules_reason = matches!(reason, "method_not_allowed" | "path_not_allowed");
         let redecidable = match event {
             ALLOWED | WOULD_DENY => true,
-            DENIED => DESTINATION_REASONS.contains(&reason) && (request.is_some() || !rules_reason),
+            DENIED => read::destination_reason(Some(reason))
+                .is_some_and(|r| request.is_some() || !read::needs_request(r)),
             _ => false,
         };
         let host = a

@@ -17,12 +17,12 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::read::{self, LogError, ALLOWED, DENIED, DESTINATION_REASONS, WOULD_DENY};
+use super::read::{self, LogError, ALLOWED, DENIED, WOULD_DENY};
 use super::SummaryError;
 use crate::load::LoadError;
 use crate::policy::shared_hosting::classify;
 use crate::policy::{decide, Effective, Host, HostName, OrgPolicy};
-use crate::policy::{Target, Verdict};
+use crate::policy::{Reason, Target, Verdict};
 
 /// The fewest names under one parent that a wildcard is made from.
 pub const SIBLINGS: usize = 3;
@@ -205,9 +205,7 @@ impl Seen {
                 }
                 &mut self.hosts
             }
-            DENIED if DESTINATION_REASONS.contains(&a.reason.as_deref().unwrap_or("")) => {
-                &mut self.refused
-            }
+            DENIED if read::destination_reason(a.reason.as_deref()).is_some() => &mut self.refused,
             _ => return,
         };
         let ports = match map.get_mut(host) {
@@ -262,7 +260,7 @@ fn judge(
             host: host.to_string(),
             port,
             records,
-            reason: "invalid_host",
+            reason: Reason::InvalidHost.as_str(),
             rule: None,
         });
         return;
