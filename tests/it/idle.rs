@@ -15,13 +15,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::admin::{allowlist, org, proxy_with};
+use crate::admin::{allowlist, org, proxy_with, ADMIN_TOKEN};
 use crate::fleet::replica_for;
 use crate::support::admin::Created;
 use crate::support::client::{connect_via_proxy, Response};
 use crate::support::expect::{assert_denied_response, Denial};
-use crate::support::proxy::Proxy;
+use crate::support::org::Org;
+use crate::support::proxy::{Proxy, ProxyBuilder};
 use crate::support::redis::RedisServer;
+use crate::support::tls::Testbed;
 
 /// The sessions' idle timeout, in seconds.
 const IDLE: u64 = 2;
@@ -330,6 +332,49 @@ async fn bytes_from_the_client_through_a_tunnel_keep_its_session_alive() {
 async fn bytes_from_the_origin_through_a_tunnel_keep_its_session_alive() {
     let setup = Setup::single(true).await;
     a_relaying_tunnel_keeps_its_session_alive(setup, Way::OriginToClient).await;
+}
+
+/// Requests inside an intercepted tunnel are traffic too: the bytes of each reach the
+/// proxy through the tunnel, whose session they keep alive past its timeout.
+#[tokio::test]
+async fn requests_inside_an_intercepted_tunnel_keep_its_session_alive() {
+    let bed = Testbed::start("idle-inspect").await;
+    let entry = r#"{ host = "secure.test", access = "read-only" }"#;
+    let org = Org::new()
+        .allow_entry(entry)
+        .ports(&[443, bed.origin.port()])
+        .loopback();
+    let proxy = bed
+        .proxy(ProxyBuilder::new(org.to_toml()).admin(ADMIN_TOKEN))
+        .start()
+        .await;
+    let policy = serde_json::json!({"type": "allowlist", "allowed_domains": [
+        {"host": "secure.test", "access": "read-only"}
+    ]});
+    let session = proxy.admin().create_session(&policy, Some(IDLE)).await;
+    let auth = session.proxy_auth();
+    let mut inner = bed
+        .inner(&proxy, &[("Proxy-Authorization", auth.as_str())])
+        .await;
+    let until = Instant::now() + BUSY_FOR;
+    let mut requests = 0;
+    while Instant::now() < until && requests < 100 {
+        let resp = inner.request("GET", "/", &[], b"").await;
+        assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
+        requests += 1;
+        tokio::time::sleep(BEAT).await;
+    }
+    assert_eq!(
+        status_of(&proxy, &session).await,
+        200,
+        "{requests} requests inside an intercepted tunnel did not keep its session alive\n{}",
+        proxy.diagnostics()
+    );
+    assert_eq!(
+        bed.origin.hits(),
+        requests,
+        "every request reached the origin"
+    );
 }
 
 #[tokio::test]
