@@ -5,8 +5,10 @@
 //! base64(ID:TOKEN)`. Only the SHA-256 of the token is kept (in memory, or in Redis),
 //! and it is compared in constant time; the token itself is written nowhere but the
 //! `201` that creates the session. Each session owns a `watch` channel that its tunnels
-//! listen on, so ending a session closes its open tunnels at once. An open tunnel counts
-//! as traffic: a session with open tunnels does not expire.
+//! listen on, so ending a session closes its open tunnels at once. Its traffic is its
+//! requests and the bytes its tunnels relay, either way ([`Session::mark_traffic`]); an
+//! open tunnel that relays nothing is not traffic, so it does not keep its session alive
+//! (docs/reference/control-plane.md, "Ending").
 //!
 //! Where sessions live is the [`Store`] interface ([`store`]): [`memory::MemoryStore`]
 //! (one process, the default) or [`redis_store::RedisStore`] (shared by every replica,
@@ -22,7 +24,7 @@ pub mod store;
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use base64::Engine;
 use hyper::header::{HeaderMap, PROXY_AUTHORIZATION};
@@ -68,6 +70,10 @@ pub struct Session {
     verified_at: AtomicU64,
     /// The last traffic a shared store has been told of ([`now_ms`]).
     pushed_at: AtomicU64,
+    /// The earliest a shared store's key for the session may expire, as last read
+    /// ([`now_ms`]; 0 when not known): a replica holding open tunnels of the session asks
+    /// again then, and closes them if the key is gone.
+    store_expiry: AtomicU64,
     /// Held while a shared store is asked whether the session still exists, so the
     /// requests that find the copy stale at once ask once, not each.
     verifying: tokio::sync::Mutex<()>,
@@ -104,6 +110,7 @@ impl Session {
             ended: watch::Sender::new(false),
             verified_at: AtomicU64::new(now),
             pushed_at: AtomicU64::new(now),
+            store_expiry: AtomicU64::new(0),
             verifying: tokio::sync::Mutex::new(()),
             covered: Mutex::new(None),
         }
@@ -130,6 +137,18 @@ impl Session {
 
     fn touch(&self) {
         self.last_activity.store(now_ms(), Ordering::Relaxed);
+    }
+
+    /// Bytes one of the session's tunnels relayed: traffic now. Called once per relayed
+    /// burst, so it costs a read of the coarse clock ([`now_ms`], no system call) and a
+    /// relaxed load; the relaxed store happens only when that clock has moved since the
+    /// last mark, so busy tunnels on several threads rarely write the same line.
+    #[inline]
+    pub fn mark_traffic(&self) {
+        let now = now_ms();
+        if self.last_activity.load(Ordering::Relaxed) < now {
+            self.last_activity.store(now, Ordering::Relaxed);
+        }
     }
 
     fn token_matches(&self, token: &str) -> bool {
@@ -162,7 +181,8 @@ impl Session {
     }
 }
 
-/// Counts an open tunnel as traffic while it lives; the tunnel's end is traffic too.
+/// Counts an open tunnel of a session (`--max-tunnels-per-session`, `open_tunnels`)
+/// while it lives. Being open is not traffic: only the bytes it relays are.
 pub struct TunnelGuard {
     session: Arc<Session>,
 }
@@ -170,12 +190,12 @@ pub struct TunnelGuard {
 impl Drop for TunnelGuard {
     fn drop(&mut self) {
         self.session.open_tunnels.fetch_sub(1, Ordering::Relaxed);
-        self.session.touch();
     }
 }
 
-/// Mark an open tunnel of `session`: traffic until the guard drops. `None` when the
-/// session already holds `max` open tunnels (`--max-tunnels-per-session`).
+/// Count an open tunnel of `session` until the guard drops; its opening (the request
+/// that asked for it) is traffic. `None` when the session already holds `max` open
+/// tunnels (`--max-tunnels-per-session`).
 pub fn tunnel_opened(session: &Arc<Session>, max: usize) -> Option<TunnelGuard> {
     session
         .open_tunnels
@@ -303,15 +323,40 @@ fn count_end(metrics: &Metrics, why: Ended) {
     counter.inc();
 }
 
-/// The process's clock: a monotonic epoch and the wall time it stands for.
-fn epoch() -> &'static (Instant, SystemTime) {
-    static EPOCH: OnceLock<(Instant, SystemTime)> = OnceLock::new();
-    EPOCH.get_or_init(|| (Instant::now(), SystemTime::now()))
+/// The process's clock: its epoch on the monotonic clock ([`monotonic_ms`]) and the
+/// wall time it stands for.
+fn epoch() -> &'static (u64, SystemTime) {
+    static EPOCH: OnceLock<(u64, SystemTime)> = OnceLock::new();
+    EPOCH.get_or_init(|| (monotonic_ms(), SystemTime::now()))
 }
 
-/// Milliseconds since the process's epoch.
+/// Milliseconds since the process's epoch. Coarse (a few milliseconds, the kernel's
+/// timer tick), which is plenty for idle timeouts of a second or more, and cheap enough
+/// to read for every relayed burst of a tunnel.
 fn now_ms() -> u64 {
-    epoch().0.elapsed().as_millis() as u64
+    monotonic_ms().saturating_sub(epoch().0)
+}
+
+/// `CLOCK_MONOTONIC_COARSE` in milliseconds: the time of the last timer tick, read from
+/// memory the kernel shares with the process (vDSO), so never a system call, whatever
+/// the machine's clock source.
+#[cfg(target_os = "linux")]
+fn monotonic_ms() -> u64 {
+    use nix::time::{clock_gettime, ClockId};
+    // Available since Linux 2.6.32; it fails only for an unknown clock id.
+    let t = clock_gettime(ClockId::CLOCK_MONOTONIC_COARSE)
+        .expect("CLOCK_MONOTONIC_COARSE is available");
+    t.tv_sec() as u64 * 1000 + t.tv_nsec() as u64 / 1_000_000
+}
+
+/// Elsewhere, the standard monotonic clock since the first reading.
+#[cfg(not(target_os = "linux"))]
+fn monotonic_ms() -> u64 {
+    static START: OnceLock<std::time::Instant> = OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
 }
 
 /// The wall time of `ms` on the process's clock.

@@ -1,5 +1,7 @@
 //! Idle detection for tunnels: a stream wrapper that notes when bytes last moved, and a
-//! watchdog that completes once nothing has moved for the idle timeout.
+//! watchdog that completes once nothing has moved for the idle timeout. The bytes a
+//! tunnel relays are also its session's traffic (docs/reference/control-plane.md,
+//! "Ending"): an [`Activity`] made for a session marks it with each relayed burst.
 
 use std::io;
 use std::pin::Pin;
@@ -11,25 +13,45 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-/// When bytes last moved through any stream sharing it, in milliseconds since `start`.
+use crate::session::Session;
+
+/// When bytes last moved through any stream sharing it, in milliseconds since `start`,
+/// and the session (if any) whose traffic they are.
 #[derive(Clone)]
 pub struct Activity {
     start: Instant,
     last_ms: Arc<AtomicU64>,
+    session: Option<Arc<Session>>,
 }
 
 impl Activity {
     pub fn new() -> Activity {
+        Activity::of(None)
+    }
+
+    /// The activity of a tunnel of `session`: its relayed bytes keep the session alive.
+    pub fn of(session: Option<Arc<Session>>) -> Activity {
         Activity {
             start: Instant::now(),
             last_ms: Arc::new(AtomicU64::new(0)),
+            session,
         }
     }
 
-    /// Note that bytes moved now.
+    /// Note that bytes moved now, for the tunnel's own idle timeout.
     pub fn touch(&self) {
         let ms = self.start.elapsed().as_millis() as u64;
         self.last_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    /// Note that a burst of bytes was relayed: [`touch`](Self::touch), and traffic for
+    /// the session. Once per burst, not per byte: a read of a coarse clock and a relaxed
+    /// atomic ([`Session::mark_traffic`]).
+    pub fn relayed(&self) {
+        self.touch();
+        if let Some(session) = &self.session {
+            session.mark_traffic();
+        }
     }
 
     fn last(&self) -> Instant {
@@ -90,7 +112,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
         let read = buf.filled().len() - before;
         if read > 0 {
             self.read.fetch_add(read as u64, Ordering::Relaxed);
-            self.activity.touch();
+            self.activity.relayed();
         }
         polled
     }
@@ -104,7 +126,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     ) -> Poll<io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write(cx, data);
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
+            self.activity.relayed();
         }
         polled
     }

@@ -28,7 +28,8 @@ pub const CHUNK: usize = 64 * 1024;
 
 /// Copy until both directions have ended (each end's EOF is passed on as a half-close,
 /// as `copy_bidirectional` does) or either fails. Bytes read from `client` are added to
-/// its counter and bytes read from `upstream` to its own; every move counts as activity.
+/// its counter and bytes read from `upstream` to its own; every move counts as activity,
+/// and each burst as traffic for the tunnel's session ([`Activity::relayed`]).
 ///
 /// Bytes from `client` are drawn from `allowance` before they are sent: once it is
 /// spent, exactly the bytes that fit have gone upstream, upstream's side is shut down,
@@ -232,7 +233,7 @@ async fn copy_burst(
             Ok(0) => return Ok(Burst::Ended),
             Ok(n) => {
                 let granted = way.moved(n);
-                activity.touch();
+                activity.relayed();
                 to.write_all(&buf[..granted]).await?;
                 activity.touch();
                 if granted < n {

@@ -86,7 +86,7 @@ impl Pipe {
     /// Move bytes from `from` to `to` through the pipe until `from` would block (with
     /// the pipe drained: every byte read has been written) or ends. Returns whether it
     /// ended. Bytes read are counted (and granted) by `way`; each read and each drained
-    /// batch counts as activity. Bytes the way's allowance does not grant are left in
+    /// batch counts as activity, and each read as the session's traffic. Bytes the way's allowance does not grant are left in
     /// the pipe, never written, and the burst fails with [`budget::Spent`].
     ///
     /// While `pace` says so, a dry `from` is waited on for a [`BATCH`], for at most
@@ -119,7 +119,8 @@ impl Pipe {
             batching.pace.moved(read);
             let granted = way.moved(read);
             let mut left = granted;
-            activity.touch();
+            // Once per splice round: the tunnel's idle clock and its session's traffic.
+            activity.relayed();
             while left > 0 {
                 to.writable().await?;
                 match to.try_io(Interest::WRITABLE, || {

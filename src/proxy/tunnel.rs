@@ -223,8 +223,9 @@ async fn relay(
     let state = record.state.clone();
     let mut phase = state.phase.subscribe();
     // The idle clock starts when the tunnel opens, so a tunnel where nobody speaks
-    // closes after the idle timeout, not after the first-bytes wait plus it.
-    let activity = Activity::new();
+    // closes after the idle timeout, not after the first-bytes wait plus it. The bytes
+    // it relays, and nothing else of it, are its session's traffic.
+    let activity = Activity::of(record.approved.session.clone());
     let (up, down) = (record.up.clone(), record.down.clone());
     let sent = record.up.clone();
     let (client, approved) = (&record.client, &record.approved);
@@ -328,8 +329,8 @@ fn ended(relayed: std::io::Result<()>, client: &Client) -> bool {
     }
 }
 
-/// An open tunnel: counted in `egress_tunnels_active`, and traffic for its session,
-/// until dropped.
+/// An open tunnel: counted in `egress_tunnels_active`, and among its session's open
+/// tunnels, until dropped.
 struct TunnelOpen {
     metrics: Arc<Metrics>,
     _session: Option<TunnelGuard>,

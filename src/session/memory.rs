@@ -89,13 +89,14 @@ impl MemoryStore {
         self.end_locked(&mut self.lock(), id, why)
     }
 
+    /// Idle for its timeout: no request and no byte relayed by its tunnels for that
+    /// long. Open tunnels that relay nothing do not count (docs/reference/control-plane.md).
     fn expired(&self, s: &Session, now_ms: u64) -> bool {
-        s.open_tunnels() == 0
-            && now_ms.saturating_sub(s.last_activity.load(Ordering::Relaxed))
-                >= s.idle_timeout.as_millis() as u64
+        now_ms.saturating_sub(s.last_activity.load(Ordering::Relaxed))
+            >= s.idle_timeout.as_millis() as u64
     }
 
-    /// End every session idle for its timeout. Called periodically.
+    /// End every session idle for its timeout (its tunnels close). Called periodically.
     pub fn expire_idle(&self) {
         let now = now_ms();
         let mut map = self.lock();
@@ -147,8 +148,8 @@ impl MemoryStore {
         }
     }
 
-    /// Mark an open tunnel of `session`: traffic until the guard drops. `None` when the
-    /// session already holds `max` open tunnels (`--max-tunnels-per-session`).
+    /// Count an open tunnel of `session` until the guard drops. `None` when the session
+    /// already holds `max` open tunnels (`--max-tunnels-per-session`).
     #[cfg(test)]
     pub fn tunnel_opened(&self, session: &Arc<Session>, max: usize) -> Option<TunnelGuard> {
         super::tunnel_opened(session, max)
@@ -156,15 +157,13 @@ impl MemoryStore {
 
     /// What `GET /v1/sessions/{id}` shows.
     pub fn view(&self, s: &Session) -> View {
-        view(s, now_ms())
+        view(s)
     }
 }
 
 /// What `GET /v1/sessions/{id}` shows of a session whose last traffic is known here.
-pub(super) fn view(s: &Session, now: u64) -> View {
+pub(super) fn view(s: &Session) -> View {
     let last = s.last_activity.load(Ordering::Relaxed);
-    // An open tunnel is traffic now, so the session's end moves with the clock.
-    let active = if s.open_tunnels() > 0 { now } else { last };
     View {
         id: s.id.clone(),
         label: s.label.clone(),
@@ -172,7 +171,7 @@ pub(super) fn view(s: &Session, now: u64) -> View {
         idle_timeout_seconds: s.idle_timeout.as_secs(),
         created_at: crate::audit::rfc3339(s.created_at),
         last_activity: crate::audit::rfc3339(wall(last)),
-        expires_at: crate::audit::rfc3339(wall(active) + s.idle_timeout),
+        expires_at: crate::audit::rfc3339(wall(last) + s.idle_timeout),
         open_tunnels: s.open_tunnels(),
     }
 }

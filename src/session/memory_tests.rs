@@ -78,16 +78,26 @@ fn deleted_session_is_unknown_and_signals_its_tunnels() {
 }
 
 #[test]
-fn idle_session_expires_unless_a_tunnel_is_open() {
+fn an_open_tunnel_that_relays_nothing_does_not_keep_its_session_alive() {
     let s = store();
-    let (sess, _) = add(&s, Duration::from_millis(0));
-    let guard = s.tunnel_opened(&sess, 8).unwrap();
+    let (sess, _) = add(&s, Duration::from_millis(200));
+    let _guard = s.tunnel_opened(&sess, 8).unwrap();
+    std::thread::sleep(Duration::from_millis(250));
     s.expire_idle();
-    assert!(s.get(&sess.id).is_some(), "an open tunnel is traffic");
-    drop(guard);
+    assert!(s.get(&sess.id).is_none(), "a silent tunnel is no traffic");
+    assert!(sess.is_ended(), "its tunnels are told to close");
+}
+
+#[test]
+fn bytes_a_tunnel_relays_keep_its_session_alive() {
+    let s = store();
+    let (sess, _) = add(&s, Duration::from_millis(200));
+    let _guard = s.tunnel_opened(&sess, 8).unwrap();
+    std::thread::sleep(Duration::from_millis(250));
+    sess.mark_traffic();
     s.expire_idle();
-    assert!(s.get(&sess.id).is_none());
-    assert!(sess.is_ended());
+    assert!(s.get(&sess.id).is_some(), "relayed bytes are traffic");
+    assert!(!sess.is_ended());
 }
 
 #[test]

@@ -29,7 +29,7 @@ impl RedisStore {
         session
             .last_activity
             .fetch_max(remote_last, Ordering::Relaxed);
-        Some(view(&session, now))
+        Some(view(&session))
     }
 
     /// Every session key, by SCAN (never KEYS, which would stall Redis).

@@ -3,10 +3,12 @@
 //!
 //! Redis is the truth; each replica keeps the sessions it has verified in a local map,
 //! trusted for at most [`VERIFY_EVERY`] before Redis is asked again, and dropped at once
-//! when a delete or revocation is published. Traffic is noted locally and pushed to the
-//! key's TTL by the upkeep ([`super::redis_sync`]), at most once per
-//! [`refresh_interval`] per session, so a request costs no Redis command in the steady
-//! state. Every call has a timeout (`--session-store-timeout`); a call that fails or
+//! when a delete or revocation is published. Traffic (requests, and bytes relayed by
+//! tunnels) is noted locally and pushed to the key's TTL by the upkeep
+//! ([`super::redis_sync`]), at most once per [`refresh_interval`] per session, so a
+//! request or a relayed byte costs no Redis command in the steady state. An open tunnel
+//! is no traffic: a replica holding one watches the key, and when Redis has expired it
+//! (idle on every replica) ends the session here, closing the tunnel. Every call has a timeout (`--session-store-timeout`); a call that fails or
 //! times out marks the store unavailable, and until a call succeeds again every request
 //! with credentials is refused (`session_store_unavailable`), cached or not.
 
@@ -47,14 +49,13 @@ pub fn refresh_interval(idle: Duration) -> Duration {
 
 /// Whether a held copy may be used without asking Redis: verified less than
 /// [`VERIFY_EVERY`] ago, and not idle past its timeout here (then Redis may have
-/// expired it).
+/// expired it; open tunnels that relay nothing do not count).
 fn trusted(s: &Session) -> bool {
     let now = now_ms();
     let fresh =
         now.saturating_sub(s.verified_at.load(Ordering::Acquire)) < VERIFY_EVERY.as_millis() as u64;
-    let idle = s.open_tunnels() == 0
-        && now.saturating_sub(s.last_activity.load(Ordering::Relaxed))
-            >= s.idle_timeout.as_millis() as u64;
+    let idle = now.saturating_sub(s.last_activity.load(Ordering::Relaxed))
+        >= s.idle_timeout.as_millis() as u64;
     fresh && !idle
 }
 
@@ -273,9 +274,13 @@ impl RedisStore {
             .arg(key(&id))
             .arg(new.idle_timeout.as_millis() as u64)
             .ignore();
+        // The key cannot expire before its first TTL, set after this, has run out.
+        let expiry = now_ms() + new.idle_timeout.as_millis() as u64;
         self.pipe::<()>(&pipe).await.map_err(CreateError::Store)?;
-        let session = Arc::new(Session::new(id.clone(), hash, new, created_at));
-        let view = view(&session, now_ms());
+        let session = Session::new(id.clone(), hash, new, created_at);
+        session.store_expiry.store(expiry, Ordering::Relaxed);
+        let session = Arc::new(session);
+        let view = view(&session);
         let mut local = self.local();
         local.insert(id, session);
         self.metrics.sessions_created.inc();

@@ -1,7 +1,8 @@
 //! Keeping a replica in step with the Redis store (docs/scale-out.md): the subscription
 //! that ends sessions deleted or revoked elsewhere, and the upkeep that pushes this
-//! replica's traffic to the keys' TTLs, watches the store's health, and after a
-//! reconnect checks again every session it holds (it may have missed messages).
+//! replica's traffic to the keys' TTLs, ends the sessions whose keys expired while
+//! tunnels of theirs are open here, watches the store's health, and after a reconnect
+//! checks again every session it holds (it may have missed messages).
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -80,7 +81,7 @@ impl RedisStore {
             self.recheck.store(true, Ordering::Release);
             return;
         }
-        self.push_traffic(now).await;
+        self.sync_traffic(now).await;
         self.evict(now);
     }
 
@@ -109,40 +110,47 @@ impl RedisStore {
 
     /// Tell Redis of the traffic each held session had here, at most once per its
     /// [`refresh_interval`]: its TTL becomes its idle time left, never shortened (`GT`:
-    /// another replica may have seen later traffic). An open tunnel is traffic now.
-    async fn push_traffic(&self, now: u64) {
-        let due: Vec<(Arc<Session>, u64)> = self
+    /// another replica may have seen later traffic). And watch the sessions with tunnels
+    /// open here: a tunnel that relays nothing is no traffic, so Redis may expire the key
+    /// (idle on every replica) while one is open. Once the key's last known TTL has run
+    /// out it is asked again, and a key that is gone ends the session here (its tunnels
+    /// close). Both ask for the key's TTL, in one pipeline for every session due.
+    async fn sync_traffic(&self, now: u64) {
+        let due: Vec<(Arc<Session>, Option<u64>)> = self
             .local()
             .values()
             .filter_map(|s| {
-                let pushed = s.pushed_at.load(Ordering::Relaxed);
-                let last = match s.open_tunnels() {
-                    0 => s.last_activity.load(Ordering::Relaxed),
-                    _ => now,
-                };
-                let interval = refresh_interval(s.idle_timeout).as_millis() as u64;
-                let due = last > pushed && now.saturating_sub(pushed) >= interval;
-                let left = (s.idle_timeout.as_millis() as u64).checked_sub(now - last.min(now))?;
-                (due && left > 0).then(|| (s.clone(), left))
+                let push = traffic_to_push(s, now);
+                let watch = s.open_tunnels() > 0 && now >= s.store_expiry.load(Ordering::Relaxed);
+                (push.is_some() || watch).then(|| (s.clone(), push))
             })
             .collect();
         if due.is_empty() {
             return;
         }
         let mut pipe = redis::pipe();
-        for (s, left) in &due {
+        for (s, push) in &due {
             let k = key(&s.id);
-            pipe.cmd("PEXPIRE").arg(&k).arg(*left).arg("GT").ignore();
-            pipe.cmd("EXISTS").arg(&k);
+            if let Some(left) = push {
+                pipe.cmd("PEXPIRE").arg(&k).arg(*left).arg("GT").ignore();
+            }
+            pipe.cmd("PTTL").arg(&k);
         }
-        let Ok(exists) = self.pipe::<Vec<bool>>(&pipe).await else {
+        let Ok(ttls) = self.pipe::<Vec<i64>>(&pipe).await else {
             return;
         };
-        for ((s, _), alive) in due.iter().zip(exists) {
-            s.pushed_at.store(now, Ordering::Relaxed);
-            if !alive {
-                self.end_local(&s.id, Ended::Expired);
+        for ((s, push), ttl) in due.iter().zip(ttls) {
+            if push.is_some() {
+                s.pushed_at.store(now, Ordering::Relaxed);
             }
+            // -2: no such key (expired or deleted); -1 (no TTL) is not written by us.
+            if ttl == -2 {
+                self.end_local(&s.id, Ended::Expired);
+                continue;
+            }
+            let left = u64::try_from(ttl).unwrap_or(s.idle_timeout.as_millis() as u64);
+            s.store_expiry.store(now + left, Ordering::Relaxed);
+            s.verified_at.store(now, Ordering::Release);
         }
     }
 
@@ -158,4 +166,19 @@ impl RedisStore {
         });
         self.metrics.sessions_active.set(local.len() as i64);
     }
+}
+
+/// The idle time left to set as `s`'s TTL, when it had traffic here that Redis has not
+/// been told of and its [`refresh_interval`] has passed since the last push; `None`
+/// otherwise, or when that traffic is already older than the idle timeout.
+fn traffic_to_push(s: &Session, now: u64) -> Option<u64> {
+    let last = s.last_activity.load(Ordering::Relaxed);
+    let pushed = s.pushed_at.load(Ordering::Relaxed);
+    let interval = refresh_interval(s.idle_timeout).as_millis() as u64;
+    if last <= pushed || now.saturating_sub(pushed) < interval {
+        return None;
+    }
+    let idle = s.idle_timeout.as_millis() as u64;
+    let left = idle.checked_sub(now.saturating_sub(last))?;
+    (left > 0).then_some(left)
 }

@@ -71,7 +71,12 @@ impl Fleet {
 
 /// One replica: the admin API, and the shared store when there is one.
 pub async fn replica(origin: &Origin, redis: Option<&RedisServer>, extra: &[&str]) -> Proxy {
-    let mut builder = ProxyBuilder::new(org(origin.port()).to_toml())
+    replica_for(origin.port(), redis, extra).await
+}
+
+/// [`replica`] for an origin of any kind listening on `port` (a raw TCP one for tunnels).
+pub async fn replica_for(port: u16, redis: Option<&RedisServer>, extra: &[&str]) -> Proxy {
+    let mut builder = ProxyBuilder::new(org(port).to_toml())
         .pin("allowed.test")
         .pin("other.test")
         .admin(ADMIN_TOKEN);
@@ -206,25 +211,4 @@ async fn traffic_only_on_b_keeps_the_session_alive_for_a(kind: Kind, test: &str)
         let resp = get_as(proxy, &fleet.url(), &session).await;
         assert_denied_response(&resp, &Denial::new(407, "auth_required"), proxy);
     }
-}
-
-both_stores!(an_open_tunnel_on_a_keeps_the_session_alive_for_b);
-async fn an_open_tunnel_on_a_keeps_the_session_alive_for_b(kind: Kind, test: &str) {
-    let Some(fleet) = Fleet::start(kind, test, &[]).await else {
-        return;
-    };
-    let session = fleet.create_on_a(1).await;
-    let target = format!("allowed.test:{}", fleet.origin.port());
-    let auth = session.proxy_auth();
-    let (resp, _tunnel) =
-        connect_via_proxy(fleet.a.addr, &target, &[("Proxy-Authorization", &auth)]).await;
-    assert_eq!(resp.status, 200, "{resp:?}");
-    tokio::time::sleep(Duration::from_millis(3_000)).await;
-    let resp = get_as(fleet.b(), &fleet.url(), &session).await;
-    assert_eq!(
-        resp.status,
-        200,
-        "a tunnel open on A did not keep the session alive: {resp:?}\n{}",
-        fleet.b().diagnostics()
-    );
 }

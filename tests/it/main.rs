@@ -24,6 +24,7 @@ mod dns_listener;
 mod fleet;
 mod fleet_outage;
 mod forward;
+mod idle;
 mod inspect;
 mod inspect_git;
 mod lifecycle;
