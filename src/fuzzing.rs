@@ -8,6 +8,7 @@
 use crate::policy::{
     normalize_path, DomainEntry, Host, HostName, OrgPolicy, PathRule, RequestPolicy,
 };
+use crate::proxy::opening::{self, Opening};
 use crate::proxy::{inspect, preflight, request};
 
 /// The organization policy parser and compiler.
@@ -82,9 +83,14 @@ pub fn request_target(data: &[u8]) {
     }
 }
 
-/// The ClientHello reader.
+/// The ClientHello reader, and the transparent listener's first-bytes classifier: what
+/// it decided on a prefix is what it decides on the whole, however the bytes are split.
 pub fn client_hello(data: &[u8]) {
     let _ = inspect::read_hello(data);
+    let early = opening::classify(&data[..data.len() / 2]);
+    if early != Opening::Undecided {
+        assert_eq!(opening::classify(data), early, "{data:?}");
+    }
 }
 
 /// The DNS listener's answer (docs/reference/confinement.md, "DNS listener"): any bytes

@@ -16,6 +16,10 @@ pub enum FirstBytes {
     NotTls,
     /// The server spoke first (the client sent nothing yet).
     ServerFirst,
+    /// A TLS handshake record from which no ClientHello could be read: unfinished within
+    /// the bytes or the time allowed, or malformed. What the server would read from it
+    /// (a server name?) cannot be known, so it is refused, never relayed.
+    Unreadable,
 }
 
 impl Tunnels {
@@ -56,6 +60,9 @@ pub fn judge_first_bytes(
             deny("TLS without a server name".into())
         }
         FirstBytes::Tls { server_name: None } => None,
+        FirstBytes::Unreadable => {
+            deny("a TLS handshake record with no readable ClientHello".into())
+        }
         FirstBytes::NotTls | FirstBytes::ServerFirst if tunnels.tls_required(target.port) => {
             deny("the tunnel does not start with a TLS ClientHello".into())
         }
@@ -106,6 +113,7 @@ mod tests {
             ("not_tls_allowed_when_lax",        FirstBytes::NotTls,    "a.test",    443,  &lax,     true),
             ("server_first_refused_on_443",     FirstBytes::ServerFirst,"a.test",   443,  &default, false),
             ("server_first_allowed_on_22",      FirstBytes::ServerFirst,"a.test",   22,   &default, true),
+            ("unreadable_hello_refused_if_lax", FirstBytes::Unreadable, "a.test",    22,   &lax,     false),
         ];
         for (rule, first, host, port, tunnels, passes) in cases {
             let got = judge_first_bytes(first, &target(host, *port), tunnels);

@@ -15,29 +15,50 @@ use crate::policy::{Target, Tunnels, Verdict};
 /// plus its header; a hello spread over two records still fits).
 pub const MAX_HELLO_BYTES: usize = 2 * (16 * 1024 + 5);
 
+/// The first byte of a TLS handshake record.
+pub const TLS_HANDSHAKE: u8 = 0x16;
+
 /// What the ClientHello reader makes of the bytes seen so far: `None` while more are
-/// needed. Pure, so it can be fuzzed and table-tested.
+/// needed. Bytes that start a handshake record but give no ClientHello it can read
+/// (malformed, or not whole within [`MAX_HELLO_BYTES`]) are [`FirstBytes::Unreadable`],
+/// never bytes that are not TLS: the server might read a name from them that the proxy
+/// did not see. Pure, so it can be fuzzed and table-tested.
 pub fn read_hello(bytes: &[u8]) -> Option<FirstBytes> {
     match bytes.first() {
         None => return None,
-        Some(0x16) => {}
+        Some(&TLS_HANDSHAKE) => {}
         Some(_) => return Some(FirstBytes::NotTls),
     }
     let mut acceptor = rustls::server::Acceptor::default();
     let mut rest = bytes;
-    while !rest.is_empty() {
+    loop {
+        // Looking after each read lets the reader know a hello spans records, so one
+        // larger than a record is joined rather than overflowing its buffer.
+        match acceptor.accept() {
+            Ok(Some(accepted)) => {
+                return Some(FirstBytes::Tls {
+                    server_name: accepted.client_hello().server_name().map(str::to_string),
+                })
+            }
+            Ok(None) => {}
+            Err(_) => return Some(FirstBytes::Unreadable),
+        }
         match acceptor.read_tls(&mut rest) {
-            Ok(0) => break,
+            Ok(0) if bytes.len() < MAX_HELLO_BYTES => return None,
+            Ok(0) | Err(_) => return Some(FirstBytes::Unreadable),
             Ok(_) => {}
-            Err(_) => return Some(FirstBytes::NotTls),
         }
     }
-    match acceptor.accept() {
-        Ok(Some(accepted)) => Some(FirstBytes::Tls {
-            server_name: accepted.client_hello().server_name().map(str::to_string),
-        }),
-        Ok(None) if bytes.len() < MAX_HELLO_BYTES => None,
-        Ok(None) | Err(_) => Some(FirstBytes::NotTls),
+}
+
+/// What bytes the reader still waited on are when no more will come (the client closed,
+/// or the time is up): nothing is [`FirstBytes::ServerFirst`], a hello begun is
+/// [`FirstBytes::Unreadable`].
+pub fn cut_short(bytes: &[u8]) -> FirstBytes {
+    match bytes.first() {
+        None => FirstBytes::ServerFirst,
+        Some(&TLS_HANDSHAKE) => FirstBytes::Unreadable,
+        Some(_) => FirstBytes::NotTls,
     }
 }
 
@@ -66,10 +87,9 @@ pub async fn first_bytes<R: AsyncRead + Unpin>(
                     return (first, buf);
                 }
             }
-            // Closed or failed before a judgeable start.
-            Ok(_) => return (FirstBytes::NotTls, buf),
-            Err(_) if buf.is_empty() => return (FirstBytes::ServerFirst, buf),
-            Err(_) => return (FirstBytes::NotTls, buf),
+            // Closed, failed or timed out before a judgeable start.
+            Ok(_) if buf.is_empty() => return (FirstBytes::NotTls, buf),
+            Ok(_) | Err(_) => return (cut_short(&buf), buf),
         }
     }
 }
@@ -115,6 +135,57 @@ mod tests {
         out
     }
 
+    /// The handshake message inside a hello made by [`client_hello`] (one record).
+    fn handshake_message(hello: &[u8]) -> Vec<u8> {
+        let len = u16::from_be_bytes([hello[3], hello[4]]) as usize;
+        hello[5..5 + len].to_vec()
+    }
+
+    /// `message` framed into handshake records of at most `size` bytes each.
+    fn framed(message: &[u8], size: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for part in message.chunks(size) {
+            out.extend_from_slice(&[TLS_HANDSHAKE, 0x03, 0x01]);
+            out.extend_from_slice(&(part.len() as u16).to_be_bytes());
+            out.extend_from_slice(part);
+        }
+        out
+    }
+
+    /// The hello's message with an unknown extension of `pad` zero bytes added.
+    fn padded(message: &[u8], pad: usize) -> Vec<u8> {
+        let body = &message[4..];
+        // version, random, then the session id, cipher suites and compression methods.
+        let mut at = 2 + 32;
+        at += 1 + body[at] as usize;
+        at += 2 + u16::from_be_bytes([body[at], body[at + 1]]) as usize;
+        at += 1 + body[at] as usize;
+        let ext_len = u16::from_be_bytes([body[at], body[at + 1]]) as usize;
+        let mut out = body[..at].to_vec();
+        out.extend_from_slice(&((ext_len + 4 + pad) as u16).to_be_bytes());
+        out.extend_from_slice(&body[at + 2..]);
+        out.extend_from_slice(&[0xfe, 0x00]);
+        out.extend_from_slice(&(pad as u16).to_be_bytes());
+        out.resize(out.len() + pad, 0);
+        let mut message = vec![0x01];
+        message.extend_from_slice(&(out.len() as u32).to_be_bytes()[1..]);
+        message.extend(out);
+        message
+    }
+
+    #[test]
+    fn a_hello_in_many_records_or_larger_than_one_is_read_whole() {
+        let secure = Some(FirstBytes::Tls {
+            server_name: Some("secure.test".into()),
+        });
+        let message = handshake_message(&client_hello("secure.test"));
+        assert_eq!(read_hello(&framed(&message, 16 * 1024)), secure);
+        assert_eq!(read_hello(&framed(&message, 7)), secure);
+        let large = framed(&padded(&message, 20_000), 16 * 1024);
+        assert!(large.len() > 16 * 1024 + 5 && large.len() < MAX_HELLO_BYTES);
+        assert_eq!(read_hello(&large), secure);
+    }
+
     #[test]
     fn reads_the_server_name_of_a_real_hello() {
         let hello = client_hello("secure.test");
@@ -137,9 +208,37 @@ mod tests {
     fn other_bytes_are_not_tls() {
         assert_eq!(read_hello(b"GET / HTTP/1.1\r\n"), Some(FirstBytes::NotTls));
         assert_eq!(read_hello(b"SSH-2.0-x\r\n"), Some(FirstBytes::NotTls));
+        assert_eq!(read_hello(&[]), None);
+    }
+
+    #[test]
+    fn a_handshake_record_without_a_readable_hello_is_unreadable() {
         // A handshake record carrying a ServerHello (type 2) is no ClientHello.
         let server_hello = [0x16, 0x03, 0x01, 0x00, 0x04, 0x02, 0x00, 0x00, 0x00];
-        assert_eq!(read_hello(&server_hello), Some(FirstBytes::NotTls));
-        assert_eq!(read_hello(&[]), None);
+        assert_eq!(read_hello(&server_hello), Some(FirstBytes::Unreadable));
+        // A record longer than TLS allows.
+        assert_eq!(
+            read_hello(&[0x16, 0x03, 0x01, 0xff, 0xff, 0x01]),
+            Some(FirstBytes::Unreadable)
+        );
+    }
+
+    #[test]
+    fn a_hello_that_never_completes_is_unreadable_not_other_bytes() {
+        // Two full records of a ClientHello announced longer than both.
+        let record = |body: &[u8]| {
+            let mut r = vec![TLS_HANDSHAKE, 0x03, 0x01, 0x40, 0x00];
+            r.extend_from_slice(body);
+            r.resize(5 + 16 * 1024, 0);
+            r
+        };
+        let mut endless = record(&[0x01, 0x00, 0x9c, 0x40, 0x03, 0x03]);
+        endless.extend(record(&[]));
+        assert_eq!(endless.len(), MAX_HELLO_BYTES);
+        assert_eq!(read_hello(&endless[..100]), None);
+        assert_eq!(read_hello(&endless), Some(FirstBytes::Unreadable));
+        let hello = client_hello("secure.test");
+        assert_eq!(cut_short(&hello[..10]), FirstBytes::Unreadable);
+        assert_eq!(cut_short(b""), FirstBytes::ServerFirst);
     }
 }

@@ -13,6 +13,8 @@
 //! - [`refusal`]: why a request stops: [`refusal::Refusal`], [`refusal::Failure`], [`refusal::Stop`].
 //! - [`record`]: what is being answered, and the audit records and metric counts of a
 //!   judged request.
+//! - [`opening`]: what a redirected connection's first bytes are (the transparent
+//!   listener's HTTP, TLS or other), however they were split.
 //! - [`answer`]: the one place a refusal becomes a response.
 //! - [`budget`]: upload budgets: each session's meter, the allowance a request or tunnel
 //!   draws from, and a request body cut when it is spent.
@@ -33,6 +35,7 @@ pub mod inspect;
 pub(crate) mod intercept;
 pub mod judge;
 pub mod limits;
+pub mod opening;
 pub mod pool;
 pub mod preflight;
 pub mod record;

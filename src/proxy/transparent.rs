@@ -7,16 +7,21 @@
 //! `IP6T_SO_ORIGINAL_DST`). A synthetic address (one the DNS listener handed out) stands
 //! for its name; any other address is judged as that IP destination, whatever name the
 //! client sends: a name never rescues a literal address. The first bytes are peeked,
-//! never consumed:
+//! never consumed, until they are decided ([`super::opening`]), however the client split
+//! its writes:
 //!
-//! - an HTTP/1 request goes to the connection code (`super::conn`) with its target set
-//!   from the original destination, so it is judged as `http://NAME:PORT/path` would be
-//!   (a `Host` naming another authority is `host_mismatch`);
-//! - anything else (TLS, or a client that sends nothing first) is judged as `CONNECT
-//!   NAME:PORT` would be: a TLS server name other than the name the address stands for is
-//!   `host_mismatch`, then the policies, then `[tunnels]` on the first bytes; only then
-//!   is upstream dialed, and the unread bytes are relayed unchanged. A refusal is audited
-//!   and the connection closed before any byte reaches upstream.
+//! - an HTTP/1 request line (after any empty lines) goes to the connection code
+//!   (`super::conn`) with its target set from the original destination, so its head is
+//!   judged as `http://NAME:PORT/path` would be (a `Host` naming another authority is
+//!   `host_mismatch`) and forwarded as hyper read it;
+//! - a whole ClientHello, bytes that can become neither, or a client of a synthetic
+//!   address silent for [`SILENT_CLIENT`] (its server speaks first) is judged as
+//!   `CONNECT NAME:PORT` would be: a TLS server name other than the name the address
+//!   stands for is `host_mismatch`, then the policies, then `[tunnels]` on the first
+//!   bytes; only then is upstream dialed, and the unread bytes are relayed unchanged. A
+//!   refusal is audited and the connection closed before any byte reaches upstream;
+//! - bytes still undecided at `--header-timeout` are never relayed: an unfinished
+//!   ClientHello is refused, an unfinished request line closed.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -28,8 +33,9 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::inspect::{read_hello, MAX_HELLO_BYTES};
+use super::inspect::{MAX_HELLO_BYTES, TLS_HANDSHAKE};
 use super::judge;
+use super::opening::{self, Opening};
 use super::record::{audit_refusal, count, count_approved, Asked, Client};
 use super::refusal::{Refusal, Stop};
 use super::state::State;
@@ -106,55 +112,70 @@ pub(crate) fn original_dst(_: &TcpStream) -> io::Result<SocketAddr> {
     ))
 }
 
+/// How long a client of a synthetic address may stay silent before its server is taken
+/// to speak first (SSH, SMTP, MySQL servers greet their clients).
+const SILENT_CLIENT: Duration = Duration::from_secs(1);
+
 /// What the first bytes of a redirected connection are.
 enum Peeked {
-    /// An HTTP/1 request head is starting.
+    /// An HTTP/1 request line: the connection code reads its head.
     Http,
-    /// TLS, other bytes, or nothing yet: judged as a tunnel.
+    /// A whole ClientHello, bytes that cannot become TLS or HTTP, or nothing: judged as
+    /// a tunnel.
     Tunnel(FirstBytes),
+    /// A request line still unfinished when the header timeout passed.
+    TimedOut,
     /// The client closed.
     Gone,
 }
 
-/// Peek (never consume) until the first bytes can be judged, or `wait` passes with
-/// nothing (then the server is taken to speak first).
-async fn peek_first(stream: &TcpStream, wait: Duration) -> Peeked {
-    let deadline = Instant::now() + wait;
-    let mut buf = vec![0u8; 4096];
-    let mut seen = 0;
+/// Peek (never consume) until the first bytes are decided ([`opening::classify`]). A
+/// client that sends nothing for `silence` has a server that speaks first; once it has
+/// sent a byte, it has until `timeout` to finish a request line or a ClientHello, or
+/// `max_head` bytes of a request line (the connection code then refuses the head).
+async fn peek_first(
+    stream: &TcpStream,
+    silence: Duration,
+    timeout: Duration,
+    max_head: usize,
+) -> Peeked {
+    let start = Instant::now();
+    let deadline = start + timeout;
+    let limit = max_head.max(MAX_HELLO_BYTES);
+    let mut buf = vec![0u8; FIRST_PEEK.min(limit)];
+    let mut backoff = Duration::from_millis(1);
+    let mut wait = start + silence.min(timeout);
     loop {
-        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
-            Err(_) if seen == 0 => return Peeked::Tunnel(FirstBytes::ServerFirst),
-            Err(_) => return Peeked::Tunnel(FirstBytes::NotTls),
+        let n = match tokio::time::timeout_at(wait, stream.peek(&mut buf)).await {
+            Err(_) => return Peeked::Tunnel(FirstBytes::ServerFirst),
             Ok(Ok(0) | Err(_)) => return Peeked::Gone,
             Ok(Ok(n)) => n,
         };
-        match read_hello(&buf[..n]) {
-            Some(FirstBytes::NotTls) if looks_like_http(&buf[..n]) => return Peeked::Http,
-            Some(first) => return Peeked::Tunnel(first),
-            None if n == buf.len() && n < MAX_HELLO_BYTES => {
-                buf.resize((buf.len() * 2).min(MAX_HELLO_BYTES), 0)
-            }
-            None => {
-                // The same bytes are still unread: wait a little for more.
-                seen = n;
-                tokio::time::sleep(Duration::from_millis(2)).await;
-                if Instant::now() >= deadline {
-                    return Peeked::Tunnel(FirstBytes::NotTls);
+        // A byte has come: the silence no longer counts, only the header timeout.
+        wait = deadline;
+        match opening::classify(&buf[..n]) {
+            Opening::Http => return Peeked::Http,
+            Opening::Tunnel(first) => return Peeked::Tunnel(first),
+            Opening::Undecided if n >= max_head && buf[0] != TLS_HANDSHAKE => return Peeked::Http,
+            Opening::Undecided if n == buf.len() && n < limit => buf.resize((n * 4).min(limit), 0),
+            Opening::Undecided => {
+                // The bytes stay unread, so readiness stays set: look again a little later
+                // rather than spinning.
+                if Instant::now() + backoff > deadline {
+                    return match buf[0] {
+                        TLS_HANDSHAKE => Peeked::Tunnel(FirstBytes::Unreadable),
+                        _ => Peeked::TimedOut,
+                    };
                 }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(50));
             }
         }
     }
 }
 
-/// A request line starts with a method token and a space.
-fn looks_like_http(bytes: &[u8]) -> bool {
-    let token = bytes
-        .iter()
-        .take_while(|b| b.is_ascii_uppercase() || **b == b'-')
-        .count();
-    token > 0 && bytes.get(token) == Some(&b' ')
-}
+/// The first peek's size: a request head or a ClientHello usually fits.
+const FIRST_PEEK: usize = 4096;
 
 /// Serve one connection accepted on the transparent listener.
 pub(crate) async fn serve_redirected(
@@ -188,10 +209,29 @@ pub(crate) async fn serve_redirected(
         true => state.synthetic.name_for(orig.ip()),
         false => None,
     };
+    // Only a name has a server that may speak first: a literal address waits as long as
+    // for a request head.
+    let limits = &state.limits;
+    let silence = match name {
+        Some(_) => SILENT_CLIENT,
+        None => limits.header_timeout,
+    };
     let redirected = Redirected { orig, name };
-    let wait = state.limits.header_timeout;
-    match peek_first(&stream, wait).await {
+    match peek_first(
+        &stream,
+        silence,
+        limits.header_timeout,
+        limits.max_header_bytes,
+    )
+    .await
+    {
         Peeked::Gone => {}
+        Peeked::TimedOut => {
+            // As the connection code does: a limit hit, counted and logged, no request
+            // to audit.
+            state.metrics.header_timeouts.inc();
+            tracing::info!(client = %peer, timeout = ?limits.header_timeout, "closed a redirected connection that finished no request line in time");
+        }
         Peeked::Http => {
             let redirected = Some(Arc::new(redirected));
             conn::serve_connection(stream, peer, state, done, upstream, redirected).await

@@ -12,6 +12,7 @@ mod lifecycle;
 mod names;
 mod reach;
 mod rules;
+mod split;
 mod tls_origin;
 mod tools;
 mod transparent;

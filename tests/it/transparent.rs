@@ -35,13 +35,14 @@ pub fn jail_tools_missing() -> Option<String> {
     None
 }
 
-fn run_harness() -> Value {
+/// Run `tests/fixtures/transparent/<script>` in a network namespace of its own.
+fn run_harness(script: &str) -> Value {
     let work = unique_temp_dir("transparent");
     let out = Command::new("unshare")
         .arg("--net")
         .arg("--")
         .arg("python3")
-        .arg(Path::new("tests/fixtures/transparent/harness.py"))
+        .arg(Path::new("tests/fixtures/transparent").join(script))
         .arg(binary())
         .arg(&work)
         .output()
@@ -65,7 +66,7 @@ fn redirected_connections_are_judged_by_their_original_destination() {
         eprintln!("skipped: {why}");
         return;
     }
-    let r = run_harness();
+    let r = run_harness("harness.py");
     let audit = r["audit"].as_array().unwrap().clone();
     let ctx = format!("{r:#}");
     // An address the policy allows, over plain HTTP, with the proxy ignored by the client.
@@ -131,4 +132,98 @@ fn redirected_connections_are_judged_by_their_original_destination() {
             .is_some_and(|s| s.starts_with("HTTP/1.1 400 ")),
         "{ctx}"
     );
+}
+
+/// What one client of `split.py` got back, and the bytes each origin connection it made
+/// received (`[port, bytes]`).
+fn split_case<'a>(r: &'a Value, case: &str) -> (&'a str, &'a Vec<Value>) {
+    let c = &r[case];
+    (
+        c["client"].as_str().unwrap_or("-"),
+        c["origin"].as_array().unwrap(),
+    )
+}
+
+/// The client's bytes are judged as if written at once, however it split them: a `G`
+/// then the rest, a leading empty line, one byte at a time, a ClientHello in pieces.
+/// Bytes still undecided at `--header-timeout` are never relayed; bytes that can become
+/// neither HTTP nor TLS (an SSH banner) are a tunnel as before.
+#[test]
+fn split_writes_are_judged_as_the_same_bytes_written_at_once() {
+    if let Some(why) = jail_tools_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let r = run_harness("split.py");
+    let ctx = format!("{r:#}");
+    let mismatch = "HTTP/1.1 403 Egress denied: host_mismatch";
+    for case in [
+        "g_then_rest_fronted",
+        "crlf_then_fronted",
+        "bytewise_fronted",
+    ] {
+        let (client, origin) = split_case(&r, case);
+        assert_eq!(client, mismatch, "{case}: {ctx}");
+        assert!(
+            origin.is_empty(),
+            "{case}: nothing reaches the origin: {ctx}"
+        );
+    }
+    // An allowed request split up reaches the origin as the request that was judged,
+    // with no empty line before it.
+    for (case, path) in [
+        ("bytewise_allowed", "/allowed"),
+        ("crlf_alone_then_allowed", "/allowed"),
+    ] {
+        let (client, origin) = split_case(&r, case);
+        assert_eq!(client, "HTTP/1.1 200 OK", "{case}: {ctx}");
+        assert_eq!(origin.len(), 1, "{case}: {ctx}");
+        let got = origin[0][1].as_str().unwrap();
+        assert!(
+            got.starts_with(&format!("GET {path} HTTP/1.1\r\n")),
+            "{case}: {got:?}"
+        );
+        assert!(got.contains("host: 203.0.113.5\r\n"), "{case}: {got:?}");
+    }
+    let (client, origin) = split_case(&r, "g_then_timeout");
+    assert_eq!(client, "closed", "{ctx}");
+    assert!(origin.is_empty(), "{ctx}");
+    for case in [
+        "hello_one_byte_then_rest",
+        "hello_in_pieces_named",
+        "hello_then_timeout",
+    ] {
+        let (client, origin) = split_case(&r, case);
+        assert_eq!(client, "closed", "{case}: {ctx}");
+        assert!(origin.is_empty(), "{case}: {ctx}");
+    }
+    let (client, origin) = split_case(&r, "hello_in_pieces_nameless");
+    assert_eq!(client, "open", "{ctx}");
+    assert_eq!(origin.len(), 1, "{ctx}");
+    assert_eq!(
+        origin[0][1], r["nameless_hello"],
+        "relayed whole and unchanged: {ctx}"
+    );
+    let (client, origin) = split_case(&r, "ssh_banner");
+    assert_eq!(client, "open", "{ctx}");
+    assert_eq!(origin.len(), 1, "{ctx}");
+    assert_eq!(origin[0][1], "SSH-2.0-OpenSSH_9.6 test\r\n", "{ctx}");
+
+    // The records are those of the same bytes in one write.
+    let audit = r["audit"].as_array().unwrap();
+    let events: Vec<String> = audit
+        .iter()
+        .map(|a| {
+            let s = |k: &str| a[k].as_str().unwrap_or("-").to_string();
+            format!("{} {} {} {}", s("method"), s("url"), s("reason"), s("via"))
+        })
+        .collect();
+    let fronted = "GET http://203.0.113.5:80/fronted host_mismatch transparent";
+    let allowed = "GET http://203.0.113.5:80/allowed - transparent";
+    let sni = "CONNECT - sni_mismatch transparent";
+    let tunnel = "CONNECT - - transparent";
+    let want = [
+        fronted, fronted, fronted, allowed, allowed, sni, sni, tunnel, sni, tunnel,
+    ];
+    assert_eq!(events, want, "{ctx}");
 }
