@@ -136,8 +136,9 @@ async fn a_writable_place_that_is_missing_or_the_jails_own_is_refused_with_125()
 
 /// The proxy's own files, all in `dir` (the starting directory): the organization file
 /// with a credential, `--policy`, the credential's value file, a `--ca` directory and
-/// the audit log. CMD tries to read, write, remove and move each, and to move `dir`'s
-/// subdirectory holding the credential away; it may still create a file of its own.
+/// the audit log. CMD tries to read, write, move, unmount and remove each, and to move
+/// `dir`'s subdirectory holding the credential away; it may still create a file of its
+/// own.
 async fn proxy_files_stay_covered(extra: &[&str]) {
     const SECRET: &str = "s3cr3t-token-value";
     let jailed = Jailed::new(
@@ -173,6 +174,7 @@ async fn proxy_files_stay_covered(extra: &[&str]) {
            (echo x >> \"$f\") 2>/dev/null && echo \"$f written\"; \
            touch \"$f/new\" 2>/dev/null && echo \"$f written\"; \
            mv \"$f\" \"$f.moved\" 2>/dev/null && echo \"$f moved\"; \
+           umount \"$f\" 2>/dev/null && echo \"$f unmounted\"; \
            rm -rf \"$f\" 2>/dev/null; [ -e \"$f\" ] || echo \"$f removed\"; \
          done; \
          mv secrets secrets.moved 2>/dev/null && echo 'secrets moved'; \
@@ -183,7 +185,7 @@ async fn proxy_files_stay_covered(extra: &[&str]) {
     let out = sh_in(jailed, &dir, &script).await;
     for file in files {
         assert!(out.stdout.contains(&format!("{file} read 0\n")), "{out}");
-        for verb in ["written", "moved", "removed"] {
+        for verb in ["written", "moved", "unmounted", "removed"] {
             assert!(!out.stdout.contains(&format!("{file} {verb}")), "{out}");
         }
     }
