@@ -427,6 +427,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub upstream_ca: Option<PathBuf>,
 
+    /// Let CMD write under PATH too (repeatable); it may always write in the starting
+    /// directory, /tmp, /var/tmp and /dev/shm, and sees the rest read-only. `/` gives
+    /// back a writable filesystem: the jail is then network-only.
+    #[arg(long, value_name = "PATH")]
+    pub writable: Vec<PathBuf>,
+
     /// The command and its arguments, after `--`.
     #[arg(required = true, last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -464,9 +470,13 @@ pub struct JailInitArgs {
     #[arg(long)]
     pub env_only: bool,
 
-    /// A file to hide from CMD in the jail's mount namespace (the CA's key).
+    /// A file or directory of the proxy's own to cover in CMD's view (absolute).
     #[arg(long, value_name = "PATH")]
     pub hide: Vec<PathBuf>,
+
+    /// A place CMD may write (absolute, canonical); `/` for everywhere.
+    #[arg(long, value_name = "PATH")]
+    pub writable: Vec<PathBuf>,
 
     /// CMD and its arguments.
     #[arg(required = true, last = true)]

@@ -56,8 +56,9 @@
 //! - `fuzzing` (only with the `fuzzing` feature, and in the library's tests): the entry
 //!   points of the fuzz targets in `fuzz/`, and the replay of their corpus.
 
-// No unsafe code, except in `proxy::splice` (splice(2), its pipe and a socket option):
-// that module allows it, and says in a `SAFETY:` comment on each block why it is sound.
+// No unsafe code, except in `proxy::splice` (splice(2), its pipe and a socket option) and
+// `run::mount_attr` (mount_setattr(2)): each allows it, and says in a `SAFETY:` comment
+// on each block why it is sound.
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 

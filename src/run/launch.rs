@@ -15,11 +15,13 @@ use tokio::sync::oneshot;
 
 use super::env::{self, Ids, UserError};
 use super::jail::{Init, Jail, JailError, JailSockets, PROXY_PORT};
+use super::places::{self, Writable};
 use super::rules::Ports;
 use super::signals::Signals;
 use super::trust;
 use crate::cli::{RunArgs, ServeArgs};
 use crate::config::{CaSource, ConfigError, ServeConfig};
+use crate::policy::OrgPolicy;
 use crate::serve::{self, Listeners, StartError};
 
 /// Why `run` stopped on its own account.
@@ -79,6 +81,7 @@ fn run(args: RunArgs) -> Result<u8, RunError> {
     let policies = crate::load::load(&config.org, config.policy.as_deref())?;
     let run_ca =
         trust::run_ca(args.ca.as_deref(), &policies.inspected_entries()).map_err(RunError::Ca)?;
+    let (view_args, writable) = view(&args, &policies.org)?;
     drop(policies);
     let sudo = if geteuid().is_root() {
         (
@@ -113,9 +116,7 @@ fn run(args: RunArgs) -> Result<u8, RunError> {
         .map_err(RunError::Runtime)?;
     let (uid, gid) = (ids.uid.to_string(), ids.gid.to_string());
     let mut init_args: Vec<OsString> = ["--uid", &uid, "--gid", &gid].map(OsString::from).to_vec();
-    if let Some(key) = run_ca.as_ref().and_then(|ca| ca.hide.as_ref()) {
-        init_args.extend(["--hide".into(), key.into()]);
-    }
+    init_args.extend(view_args);
     init_args.push("--".into());
     init_args.extend(args.command);
     if args.env_only {
@@ -132,6 +133,18 @@ fn run(args: RunArgs) -> Result<u8, RunError> {
     if !missing.is_empty() {
         return Err(RunError::Privileges(missing.join(", ")));
     }
+    if writable.everything() {
+        eprintln!(
+            "egress-proxy: run: warning: --writable /: CMD may write anywhere its user may; \
+             the jail is network-only (the proxy's own files stay covered, /proc/sys and /sys \
+             stay read-only)"
+        );
+    } else if writable.started_in_root {
+        eprintln!(
+            "egress-proxy: run: note: started in /, which stays read-only: CMD may write in \
+             /tmp, /var/tmp, /dev/shm and each --writable PATH"
+        );
+    }
     let (jail, sockets) = Jail::create(Ports::default())?;
     runtime.block_on(async move {
         let listeners = hand_over(sockets).map_err(RunError::Listen)?;
@@ -147,6 +160,23 @@ fn run(args: RunArgs) -> Result<u8, RunError> {
         };
         serve_then(config, Some(listeners), start, signals).await
     })
+}
+
+/// `__jail-init`'s arguments for CMD's view of the filesystem (docs/reference/
+/// confinement.md, "Files"): the places it may write and the proxy's files it may not
+/// see.
+fn view(args: &RunArgs, org: &OrgPolicy) -> Result<(Vec<OsString>, Writable), RunError> {
+    let start = std::env::current_dir()
+        .map_err(|e| RunError::Flags(format!("the starting directory: {e}")))?;
+    let writable = places::writable(&start, &args.writable).map_err(RunError::Flags)?;
+    let mut view_args = Vec::new();
+    for place in &writable.places {
+        view_args.extend(["--writable".into(), place.into()]);
+    }
+    for file in places::proxy_files(args, org) {
+        view_args.extend(["--hide".into(), file.into()]);
+    }
+    Ok((view_args, writable))
 }
 
 /// `serve`'s configuration for `run`: the explicit proxy on 127.0.0.1:3128, the policy

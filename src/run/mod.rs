@@ -12,6 +12,8 @@
 pub mod rules;
 
 #[cfg(target_os = "linux")]
+mod devices;
+#[cfg(target_os = "linux")]
 mod env;
 #[cfg(target_os = "linux")]
 mod init;
@@ -20,7 +22,11 @@ mod jail;
 #[cfg(target_os = "linux")]
 mod launch;
 #[cfg(target_os = "linux")]
+mod mount_attr;
+#[cfg(target_os = "linux")]
 mod mounts;
+#[cfg(target_os = "linux")]
+mod places;
 #[cfg(target_os = "linux")]
 mod signals;
 mod trust;

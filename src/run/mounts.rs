@@ -1,78 +1,118 @@
-//! The jail's mount namespace: `/etc/resolv.conf` naming the proxy's DNS, fresh empty
-//! `/run` and `/var/run` (host daemons' sockets out of reach), this PID namespace's
-//! `/proc` with `/proc/sys` and `/proc/sysrq-trigger` read-only (uid 0 writes those
-//! without any capability: a core pattern, a reboot).
+//! The jail's mount namespace: CMD's view of the filesystem (docs/reference/confinement.md,
+//! "Files").
+//!
+//! The view starts as a copy of the host's mount tree (a recursive bind of `/`), made
+//! read-only as a whole; each writable place is bound over it from the host's own tree,
+//! so with the host's flags (a place the host mounted read-only stays so). Then the
+//! jail's own, always, `--writable /` included: this PID namespace's `/proc`, with
+//! `/proc/sys`, `/proc/sysrq-trigger` and the like read-only (uid 0 writes those without
+//! any capability: a core pattern, a reboot); a small `/dev` ([`super::devices`]); fresh
+//! empty `/run` and `/var/run` (host daemons' sockets out of reach); `/etc/resolv.conf`
+//! naming the proxy's DNS; `/sys` read-only; and an empty read-only file or directory
+//! over each of the proxy's own files. The copy then becomes the root (`pivot_root`) and
+//! the host's tree is detached from it. Any step that fails stops the jail: CMD never
+//! starts with a wider view.
 
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
+use nix::unistd::{chdir, pivot_root};
+
+use super::{devices, mount_attr};
 
 /// The jail's `/etc/resolv.conf`: queries to port 53 of any address reach the proxy's
 /// DNS listener, so the loopback address names it.
 pub const RESOLV_CONF: &str =
     "# egress-proxy run: the proxy answers every DNS query\nnameserver 127.0.0.1\n";
 
+/// A tmpfs of this namespace's own over the host's `/run`, where the view is built and
+/// the files bound into it are written; once the view is the root, out of CMD's reach.
+const STAGE: &str = "/run";
+
+/// Where the view is built, on [`STAGE`].
+const VIEW: &str = "/run/root";
+
+/// Under this PID namespace's `/proc`: read-only in the view (what `/proc` lets uid 0
+/// change outside the jail without a capability).
+const PROC_READ_ONLY: [&str; 6] = ["sys", "sysrq-trigger", "irq", "bus", "fs", "asound"];
+
 type Result<T> = std::result::Result<T, String>;
 
-/// A private mount namespace for this process and CMD, set up as above.
-pub fn set_up() -> Result<()> {
+/// What CMD may write and what it may not see, from `run` ([`super::places`]).
+pub struct View<'a> {
+    /// Absolute and canonical; `/` for everywhere.
+    pub writable: &'a [PathBuf],
+    /// The proxy's own files and directories, absolute.
+    pub hidden: &'a [PathBuf],
+}
+
+/// A private mount namespace for this process and CMD, its root the view above, the
+/// working directory the same as before.
+pub fn set_up(view: &View) -> Result<()> {
+    let start = std::env::current_dir().map_err(|e| format!("the starting directory: {e}"))?;
     unshare(CloneFlags::CLONE_NEWNS).map_err(|e| format!("mount namespace: {e}"))?;
     // Nothing mounted below reaches the host's mount namespace.
     let private = MsFlags::MS_REC | MsFlags::MS_PRIVATE;
     mount(None::<&str>, "/", None::<&str>, private, None::<&str>)
         .map_err(|e| format!("mount --make-rprivate /: {e}"))?;
-    mount_run_and_resolv_conf()?;
-    mount(
-        Some("proc"),
-        "/proc",
-        Some("proc"),
-        hardened(),
-        None::<&str>,
-    )
-    .map_err(|e| format!("mount proc on /proc: {e}"))?;
-    for path in ["/proc/sys", "/proc/sysrq-trigger"] {
-        if Path::new(path).exists() {
-            read_only(Path::new(path))?;
+    tmpfs(Path::new(STAGE), "mode=0700,size=1m")?;
+    let root = Path::new(VIEW);
+    mkdir(root)?;
+    rbind(Path::new("/"), root)?;
+    if !view.writable.iter().any(|p| p == Path::new("/")) {
+        mount_attr::read_only(root, true)?;
+        let mut places: Vec<&PathBuf> = view.writable.iter().collect();
+        places.sort_by_key(|p| p.components().count());
+        for place in places {
+            rbind(place, &inside(root, place))?;
         }
     }
-    Ok(())
+    mount_proc(root)?;
+    devices::mount_dev(&inside(root, Path::new("/dev")))?;
+    mount_run_and_resolv_conf(root)?;
+    let sys = inside(root, Path::new("/sys"));
+    if sys.is_dir() {
+        mount_attr::read_only(&sys, true)?;
+    }
+    cover(root, view)?;
+    enter(root, &start)
 }
 
-/// Hide the file at `path` from CMD: an empty, read-only file is bound over it.
-pub fn hide(path: &Path) -> Result<()> {
-    if !path.exists() {
-        return Ok(());
-    }
-    let empty = Path::new("/run/egress-proxy-hidden");
-    std::fs::write(empty, b"").map_err(|e| format!("write {}: {e}", empty.display()))?;
-    bind(empty, path)?;
-    remount_read_only(path)
+/// `path` of the host's tree, in the view at `root`.
+fn inside(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
 }
 
 fn hardened() -> MsFlags {
     MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC
 }
 
-fn tmpfs(path: &str) -> Result<()> {
-    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    mount(
-        Some("tmpfs"),
-        path,
-        Some("tmpfs"),
-        flags,
-        Some("mode=0755,size=1m"),
-    )
-    .map_err(|e| format!("mount tmpfs on {path}: {e}"))
+fn mkdir(path: &Path) -> Result<()> {
+    std::fs::create_dir_all(path).map_err(|e| format!("mkdir {}: {e}", path.display()))
 }
 
-fn bind(from: &Path, to: &Path) -> Result<()> {
+pub(super) fn tmpfs(path: &Path, options: &str) -> Result<()> {
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    mount(Some("tmpfs"), path, Some("tmpfs"), flags, Some(options))
+        .map_err(|e| format!("mount tmpfs on {}: {e}", path.display()))
+}
+
+pub(super) fn bind(from: &Path, to: &Path) -> Result<()> {
     mount(Some(from), to, None::<&str>, MsFlags::MS_BIND, None::<&str>)
         .map_err(|e| format!("bind {} on {}: {e}", from.display(), to.display()))
 }
 
-/// Bind `path` on itself, then make that mount
-/// read-only.
+/// Bind `from` with every mount below it.
+pub(super) fn rbind(from: &Path, to: &Path) -> Result<()> {
+    let flags = MsFlags::MS_BIND | MsFlags::MS_REC;
+    mount(Some(from), to, None::<&str>, flags, None::<&str>)
+        .map_err(|e| format!("bind {} on {}: {e}", from.display(), to.display()))
+}
+
+/// Bind `path` on itself, then make that mount read-only.
 fn read_only(path: &Path) -> Result<()> {
     bind(path, path)?;
     remount_read_only(path)
@@ -84,46 +124,58 @@ fn remount_read_only(path: &Path) -> Result<()> {
         .map_err(|e| format!("remount {} read-only: {e}", path.display()))
 }
 
+/// This PID namespace's `/proc`, its parts in [`PROC_READ_ONLY`] read-only.
+fn mount_proc(root: &Path) -> Result<()> {
+    let proc = inside(root, Path::new("/proc"));
+    mount(Some("proc"), &proc, Some("proc"), hardened(), None::<&str>)
+        .map_err(|e| format!("mount proc on {}: {e}", proc.display()))?;
+    for part in PROC_READ_ONLY {
+        let path = proc.join(part);
+        if path.exists() {
+            read_only(&path)?;
+        }
+    }
+    Ok(())
+}
+
 /// `/etc/resolv.conf` naming the proxy, and fresh empty `/run` and `/var/run`.
 ///
-/// The file is written on a first tmpfs on `/run`, bound over the real resolv.conf (or
-/// over the file the symbolic link `/etc/resolv.conf` names), and that tmpfs detached
-/// before a fresh one takes `/run`. When the link points into `/run` itself (systemd's
-/// stub resolver), the file is written at that place in the fresh `/run`, the one
-/// entry it then holds.
-fn mount_run_and_resolv_conf() -> Result<()> {
+/// The file is written on the stage and bound over the real resolv.conf (or over the
+/// file the symbolic link `/etc/resolv.conf` names). When the link points into `/run`
+/// itself (systemd's stub resolver), the file is written at that place in the fresh
+/// `/run`, the one entry it then holds.
+fn mount_run_and_resolv_conf(root: &Path) -> Result<()> {
     let target = resolv_conf_target();
     let in_run = target.starts_with("/run") || target.starts_with("/var/run");
-    if !in_run && target.is_file() {
-        tmpfs("/run")?;
-        let staged = Path::new("/run/resolv.conf");
-        std::fs::write(staged, RESOLV_CONF)
-            .map_err(|e| format!("write {}: {e}", staged.display()))?;
-        bind(staged, &target)?;
-        remount_read_only(&target)?;
-        umount2("/run", MntFlags::MNT_DETACH).map_err(|e| format!("umount /run: {e}"))?;
-    }
-    // Without any resolv.conf the C library asks 127.0.0.1 already: nothing to bind.
-    tmpfs("/run")?;
+    let run = inside(root, Path::new("/run"));
+    tmpfs(&run, "mode=0755,size=1m")?;
     if in_run {
-        let target = Path::new("/run").join(
-            target
-                .strip_prefix("/var/run")
-                .or(target.strip_prefix("/run"))
-                .unwrap_or(&target),
-        );
-        if let Some(dir) = target.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
-        }
-        std::fs::write(&target, RESOLV_CONF)
-            .map_err(|e| format!("write {}: {e}", target.display()))?;
+        let rel = target
+            .strip_prefix("/var/run")
+            .or(target.strip_prefix("/run"))
+            .unwrap_or(&target);
+        write(&run.join(rel), RESOLV_CONF)?;
+    } else if target.is_file() {
+        // Without any resolv.conf the C library asks 127.0.0.1 already: nothing to bind.
+        let staged = Path::new(STAGE).join("resolv.conf");
+        write(&staged, RESOLV_CONF)?;
+        let covered = inside(root, &target);
+        bind(&staged, &covered)?;
+        remount_read_only(&covered)?;
     }
     // `/var/run` is usually a link to `/run`; a directory of its own gets a tmpfs too.
     let var_run = std::fs::symlink_metadata("/var/run");
     if var_run.is_ok_and(|m| m.is_dir()) {
-        tmpfs("/var/run")?;
+        tmpfs(&inside(root, Path::new("/var/run")), "mode=0755,size=1m")?;
     }
     Ok(())
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        mkdir(dir)?;
+    }
+    std::fs::write(path, text).map_err(|e| format!("write {}: {e}", path.display()))
 }
 
 /// The file `/etc/resolv.conf` is, after its symbolic links (even a dangling one).
@@ -147,4 +199,81 @@ fn resolv_conf_target() -> PathBuf {
         }
     }
     path
+}
+
+/// An empty read-only file or directory over each of the proxy's own files.
+///
+/// CMD cannot unmount a cover (it holds no capability), nor unlink or rename it (a
+/// mount point is busy). It could still rename a writable directory above one and
+/// put a file of its own at the old name, which a later `run` would load: so each
+/// directory above a cover, up to the writable place it lies in, is made a mount point
+/// too ([`pin_above`]).
+fn cover(root: &Path, view: &View) -> Result<()> {
+    // Each file or directory as the host's tree names it, and whether it is a directory;
+    // what the view does not show (under the jail's fresh `/run`, say) needs no cover.
+    let shown: Vec<(PathBuf, bool)> = view
+        .hidden
+        .iter()
+        .filter_map(|path| {
+            let real = std::fs::canonicalize(path).ok()?;
+            let meta = std::fs::metadata(&real).ok()?;
+            let kind = meta.is_file() || meta.is_dir();
+            (kind && inside(root, &real).exists()).then_some((real, meta.is_dir()))
+        })
+        .collect();
+    pin_above(root, shown.iter().map(|(path, _)| path.as_path()), view)?;
+    let (file, dir) = empty_covers()?;
+    for (path, is_dir) in &shown {
+        let seen = inside(root, path);
+        bind(if *is_dir { &dir } else { &file }, &seen)?;
+        remount_read_only(&seen)?;
+    }
+    Ok(())
+}
+
+/// Bind each directory above `covered` that lies in a writable place on itself (with
+/// the mounts below it, covers included): a mount point cannot be renamed.
+fn pin_above<'a>(root: &Path, covered: impl Iterator<Item = &'a Path>, view: &View) -> Result<()> {
+    let everything = view.writable.iter().any(|p| p == Path::new("/"));
+    let shm = Path::new("/dev/shm");
+    let writable = |dir: &Path| {
+        let below = |w: &Path| dir.starts_with(w) && dir != w;
+        dir != Path::new("/")
+            && (everything || below(shm) || view.writable.iter().any(|w| below(w)))
+    };
+    let above: BTreeSet<&Path> = covered
+        .flat_map(|path| path.ancestors().skip(1))
+        .filter(|dir| writable(dir))
+        .collect();
+    let mut above: Vec<&Path> = above.into_iter().collect();
+    above.sort_by_key(|dir| dir.components().count());
+    for dir in above {
+        let seen = inside(root, dir);
+        rbind(&seen, &seen)?;
+    }
+    Ok(())
+}
+
+/// An empty file and an empty directory on the stage, read-only to all.
+fn empty_covers() -> Result<(PathBuf, PathBuf)> {
+    let file = Path::new(STAGE).join("hidden-file");
+    let dir = Path::new(STAGE).join("hidden-dir");
+    write(&file, "")?;
+    mkdir(&dir)?;
+    for (path, mode) in [(&file, 0o444), (&dir, 0o555)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| format!("chmod {}: {e}", path.display()))?;
+    }
+    Ok((file, dir))
+}
+
+/// Make the view this namespace's root (the host's tree detached from it), and go back
+/// to the starting directory in it.
+fn enter(root: &Path, start: &Path) -> Result<()> {
+    chdir(root).map_err(|e| format!("chdir {}: {e}", root.display()))?;
+    // The old root is stacked on the new one, then detached (pivot_root(2), its notes).
+    pivot_root(".", ".").map_err(|e| format!("pivot_root {}: {e}", root.display()))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(|e| format!("detach the host's tree: {e}"))?;
+    chdir("/").map_err(|e| format!("chdir /: {e}"))?;
+    chdir(start).map_err(|e| format!("the starting directory {}: {e}", start.display()))
 }

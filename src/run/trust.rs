@@ -4,13 +4,14 @@
 //! roots plus the CA's certificate, one file named by all six variables.
 //!
 //! The CA's key never reaches CMD: a throw-away key lives only in the proxy's memory,
-//! and a `--ca DIR` key is hidden in the jail's mount namespace (a bind of an empty file
-//! over it), so even a CMD running as uid 0 cannot read it. The bundle is written on the
+//! and the whole `--ca DIR` is covered in the jail's mount namespace (an empty read-only
+//! directory bound over it, [`super::places`]), so even a CMD running as uid 0 cannot
+//! read it. The bundle is written on the
 //! jail's own `/run` (a tmpfs that ends with the jail); with `--env-only`, in a
 //! temporary directory removed when `run` exits.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::tls::ca::{self, Ca};
@@ -31,10 +32,9 @@ pub const BUNDLE_VARS: [&str; 6] = [
     "PIP_CERT",
 ];
 
-/// The CA of this run, and the key file to hide from CMD (for `--ca DIR`).
+/// The CA of this run.
 pub struct RunCa {
     pub ca: Arc<Ca>,
-    pub hide: Option<PathBuf>,
 }
 
 /// `--ca DIR` loaded; else a throw-away CA when `inspected` is not empty; else none.
@@ -43,7 +43,6 @@ pub fn run_ca(dir: Option<&Path>, inspected: &[String]) -> Result<Option<RunCa>,
         let loaded = Ca::load(dir).map_err(|e| e.to_string())?;
         return Ok(Some(RunCa {
             ca: Arc::new(loaded),
-            hide: Some(dir.join(ca::KEY_FILE)),
         }));
     }
     if inspected.is_empty() {
@@ -51,10 +50,7 @@ pub fn run_ca(dir: Option<&Path>, inspected: &[String]) -> Result<Option<RunCa>,
     }
     let (pem, key) = ca::generate("egress-proxy run (throw-away) CA").map_err(|e| e.to_string())?;
     let made = Ca::from_pem(&pem, &key)?;
-    Ok(Some(RunCa {
-        ca: Arc::new(made),
-        hide: None,
-    }))
+    Ok(Some(RunCa { ca: Arc::new(made) }))
 }
 
 /// The six variables set to `bundle` in CMD's environment.
@@ -89,7 +85,6 @@ mod tests {
             .unwrap()
             .unwrap();
         let b = run_ca(None, &["x".into()]).unwrap().unwrap();
-        assert!(a.hide.is_none());
         assert_ne!(a.ca.pem, b.ca.pem, "a throw-away CA is made per run");
     }
 

@@ -6,6 +6,7 @@
 
 mod confine;
 mod exits;
+mod files;
 mod git;
 mod inspect;
 mod lifecycle;
