@@ -12,6 +12,7 @@ mod lifecycle;
 mod names;
 mod reach;
 mod rules;
+mod terminal;
 mod tls_origin;
 mod tools;
 mod transparent;
