@@ -56,9 +56,10 @@
 //! - `fuzzing` (only with the `fuzzing` feature, and in the library's tests): the entry
 //!   points of the fuzz targets in `fuzz/`, and the replay of their corpus.
 
-// No unsafe code, except in `proxy::splice` (splice(2), its pipe and a socket option) and
-// `run::mount_attr` (mount_setattr(2)): each allows it, and says in a `SAFETY:` comment
-// on each block why it is sound.
+// No unsafe code, except in `proxy::splice` (splice(2), its pipe and a socket option),
+// `run::mount_attr` (mount_setattr(2)), and `run::pty` and `run::session` (terminal
+// ioctls, the steps between fork and exec): those modules allow it, and say in a
+// `SAFETY:` comment on each block why it is sound.
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 

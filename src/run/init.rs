@@ -7,20 +7,22 @@
 //! Confinement, in order: the mount namespace ([`super::mounts`]); the capability
 //! bounding set cleared; CMD's groups, gid and uid; every other capability set cleared;
 //! `no_new_privs`; SIGKILL as the parent-death signal.
+//!
+//! Init leaves `run`'s session first, so it never has the caller's terminal as its
+//! controlling terminal (CMD, as the same user, could act through init), and starts CMD
+//! in a session of its own ([`super::session::own_session`]).
 
-use std::ffi::{CString, OsStr};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::OsString;
 
 use caps::{CapSet, Capability};
 use nix::errno::Errno;
-use nix::spawn::{posix_spawnp, PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
 use nix::sys::prctl;
-use nix::sys::signal::{kill, SigSet, Signal};
+use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{setgroups, setresgid, setresuid, Gid, Pid, Uid};
+use nix::unistd::{setgroups, setresgid, setresuid, setsid, Gid, Pid, Uid};
 
 use super::jail::PROXY_PORT;
-use super::{mounts, signals};
+use super::{mounts, session, signals};
 use crate::cli::JailInitArgs;
 
 /// Exit status for init's own failures (`run`'s own errors).
@@ -36,6 +38,9 @@ pub fn main(args: JailInitArgs) -> u8 {
         Ok(s) => s,
         Err(e) => return fail(format!("cannot block signals: {e}")),
     };
+    if let Err(e) = setsid() {
+        return fail(format!("cannot leave run's session: {e}"));
+    }
     if let Err(e) = prctl::set_pdeathsig(Signal::SIGKILL) {
         return fail(format!("cannot set the parent-death signal: {e}"));
     }
@@ -113,46 +118,35 @@ fn switch_user(args: &JailInitArgs) -> Result<()> {
     prctl::set_pdeathsig(Signal::SIGKILL).map_err(|e| format!("parent-death signal: {e}"))
 }
 
-/// Start CMD with this process's environment, an empty signal mask and default
-/// dispositions (this process blocks signals and ignores SIGPIPE; a child would inherit
-/// both). Not started: 127 when it is not found, 126 when it cannot be executed.
-fn spawn(command: &[std::ffi::OsString]) -> std::result::Result<Pid, u8> {
-    let c = |s: &OsStr| CString::new(s.as_bytes()).map_err(|_| "a NUL byte".to_string());
-    let prepared = (|| -> Result<_> {
-        let argv = command.iter().map(|a| c(a)).collect::<Result<Vec<_>>>()?;
-        let envp = std::env::vars_os()
-            .map(|(k, v)| c(&[k.as_os_str(), v.as_os_str()].join(OsStr::new("="))))
-            .collect::<Result<Vec<_>>>()?;
-        let mut attr = PosixSpawnAttr::init().map_err(|e| e.to_string())?;
-        let mut defaults = SigSet::all();
-        defaults.remove(Signal::SIGKILL);
-        defaults.remove(Signal::SIGSTOP);
-        attr.set_sigmask(&SigSet::empty())
-            .map_err(|e| e.to_string())?;
-        attr.set_sigdefault(&defaults).map_err(|e| e.to_string())?;
-        let flags =
-            PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF;
-        attr.set_flags(flags).map_err(|e| e.to_string())?;
-        let actions = PosixSpawnFileActions::init().map_err(|e| e.to_string())?;
-        Ok((argv, envp, attr, actions))
-    })();
-    let (argv, envp, attr, actions) =
-        prepared.map_err(|e| fail(format!("cannot start the command: {e}")))?;
-    let Some(program) = argv.first() else {
+/// Start CMD with this process's environment, in a session of its own, with 0, 1 and 2
+/// only ([`session::own_session`]). Not started: 127 when it is not found, 126 when it
+/// cannot be executed.
+fn spawn(command: &[OsString]) -> std::result::Result<Pid, u8> {
+    let Some((program, args)) = command.split_first() else {
         return Err(fail("no command".to_string()));
     };
-    posix_spawnp(program, &actions, &attr, &argv, &envp).map_err(|errno| {
-        let name = command[0].to_string_lossy();
-        eprintln!("egress-proxy: run: {name}: {}", errno.desc());
-        if errno == Errno::ENOENT {
-            127
-        } else {
-            126
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    session::own_session(&mut cmd);
+    match cmd.spawn() {
+        // The child is reaped by `supervise`'s waitpid, not through `Child`.
+        Ok(child) => Ok(Pid::from_raw(child.id() as i32)),
+        Err(e) => {
+            let Some(errno) = e.raw_os_error().map(Errno::from_raw) else {
+                return Err(fail(format!("cannot start the command: {e}")));
+            };
+            eprintln!(
+                "egress-proxy: run: {}: {}",
+                program.to_string_lossy(),
+                errno.desc()
+            );
+            Err(if errno == Errno::ENOENT { 127 } else { 126 })
         }
-    })
+    }
 }
 
-/// Pass SIGINT, SIGTERM and SIGHUP to CMD, reap every child (orphans are reparented to
+/// Pass SIGINT, SIGTERM and SIGHUP to CMD (they come from `run`: this process has no
+/// terminal to get them from), reap every child (orphans are reparented to
 /// this process), and return CMD's status once it exits: its code, or 128+N for signal N.
 fn supervise(cmd: Pid, signals: &signals::Signals) -> u8 {
     loop {
@@ -174,7 +168,7 @@ fn supervise(cmd: Pid, signals: &signals::Signals) -> u8 {
                 return fail(format!("cannot read signals: {e}"));
             }
         };
-        if info.ssi_signo != Signal::SIGCHLD as u32 && signals::sent_by_a_process(&info) {
+        if info.ssi_signo != Signal::SIGCHLD as u32 {
             if let Ok(signal) = Signal::try_from(info.ssi_signo as i32) {
                 let _ = kill(cmd, signal);
             }

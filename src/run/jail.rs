@@ -76,6 +76,8 @@ pub struct Init {
     pub args: Vec<OsString>,
     /// CMD's environment (init passes its own on).
     pub env: Vec<(OsString, OsString)>,
+    /// Init's (and CMD's) 0, 1 and 2.
+    pub stdio: super::pty::ChildStdio,
 }
 
 /// The jail's first process, started.
@@ -164,13 +166,14 @@ fn start_and_wait(init: Init, started: &mpsc::Sender<Result<Started, JailError>>
         })
         .and_then(|()| {
             // `/proc/self/exe` is this binary even if its file was replaced since.
-            Command::new("/proc/self/exe")
+            let mut command = Command::new("/proc/self/exe");
+            command
                 .arg("__jail-init")
                 .args(&init.args)
                 .env_clear()
-                .envs(init.env)
-                .spawn()
-                .map_err(JailError::Spawn)
+                .envs(init.env);
+            init.stdio.apply(&mut command);
+            command.spawn().map_err(JailError::Spawn)
         });
     let mut child = match spawned {
         Ok(child) => child,

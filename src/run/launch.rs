@@ -16,6 +16,7 @@ use tokio::sync::oneshot;
 use super::env::{self, Ids, UserError};
 use super::jail::{Init, Jail, JailError, JailSockets, PROXY_PORT};
 use super::places::{self, Writable};
+use super::pty::{self, ChildStdio};
 use super::rules::Ports;
 use super::signals::Signals;
 use super::trust;
@@ -46,6 +47,8 @@ enum RunError {
     Listen(io::Error),
     #[error("cannot block signals: {0}")]
     Signals(nix::Error),
+    #[error("cannot give the command a terminal of its own: {0}")]
+    Terminal(io::Error),
     #[error("cannot start the runtime: {0}")]
     Runtime(io::Error),
     #[error("cannot wait for the command: {0}")]
@@ -110,6 +113,9 @@ fn run(args: RunArgs) -> Result<u8, RunError> {
     }
     // Before any thread starts, so that every thread inherits the mask.
     let signals = Signals::block(false).map_err(RunError::Signals)?;
+    // CMD's own terminal when ours is one; dropped when `run` returns, which restores ours.
+    let (stdio, _relay) =
+        pty::start(nix::unistd::Uid::from_raw(ids.uid)).map_err(RunError::Terminal)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -124,7 +130,7 @@ fn run(args: RunArgs) -> Result<u8, RunError> {
             "egress-proxy: run: warning: --env-only: CMD only has the proxy in its environment; \
              this is NOT a boundary: it can still reach the network directly"
         );
-        let start = move || start_unconfined(init_args, cmd_env);
+        let start = move || start_unconfined(init_args, cmd_env, stdio);
         let code = runtime.block_on(serve_then(config, None, start, signals));
         drop(env_only_bundle);
         return code;
@@ -152,6 +158,7 @@ fn run(args: RunArgs) -> Result<u8, RunError> {
             let started = jail.start(Init {
                 args: init_args,
                 env: cmd_env,
+                stdio,
             })?;
             Ok(Running {
                 pid: started.pid,
@@ -328,6 +335,7 @@ fn exit_code(status: ExitStatus) -> u8 {
 fn start_unconfined(
     init_args: Vec<OsString>,
     cmd_env: Vec<(OsString, OsString)>,
+    stdio: ChildStdio,
 ) -> Result<Running, RunError> {
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg("__jail-init")
@@ -335,6 +343,7 @@ fn start_unconfined(
         .args(init_args)
         .env_clear()
         .envs(cmd_env);
+    stdio.apply(&mut cmd);
     let (spawned_tx, spawned) = std::sync::mpsc::channel();
     let (exit_tx, exit) = oneshot::channel();
     std::thread::Builder::new()

@@ -5,7 +5,9 @@
 //! makes the jail (`jail`: a network namespace holding only loopback, the ruleset, the
 //! proxy's listening sockets bound in it). The proxy serves those sockets from the host's
 //! namespace (it dials upstream from there). Once it serves, the jail's first process
-//! (`init`) starts in a PID namespace inside, confines itself further and runs CMD.
+//! (`init`) starts in a PID namespace inside, confines itself further and runs CMD, in a
+//! session of its own with 0, 1 and 2 only (`session`); when `run`'s standard input is a
+//! terminal, CMD gets a pseudo-terminal of its own that `run` relays (`pty`).
 //! When CMD exits, serving stops, the audit log is flushed, and `run` exits with CMD's
 //! status.
 
@@ -27,6 +29,10 @@ mod mount_attr;
 mod mounts;
 #[cfg(target_os = "linux")]
 mod places;
+#[cfg(target_os = "linux")]
+mod pty;
+#[cfg(target_os = "linux")]
+mod session;
 #[cfg(target_os = "linux")]
 mod signals;
 mod trust;

@@ -1,10 +1,14 @@
 //! The signals `run` and the jail's init pass on (SIGINT, SIGTERM, SIGHUP), read from a
 //! signalfd rather than handlers: blocked in every thread, queued, read in order.
+//!
+//! Every one is passed on, whoever sent it: CMD runs in a session of its own
+//! ([`super::pty`]), so a terminal's Ctrl-C or hang-up reaches `run`, never CMD
+//! directly, and passing it on delivers it once.
 
 use std::io;
 
 use nix::sys::signal::{kill, SigSet, Signal};
-use nix::sys::signalfd::{siginfo, SignalFd};
+use nix::sys::signalfd::{siginfo, SfdFlags, SignalFd};
 use nix::unistd::Pid;
 
 /// The signals passed to CMD.
@@ -28,8 +32,9 @@ impl Signals {
             mask.add(Signal::SIGCHLD);
         }
         mask.thread_block()?;
+        // Close-on-exec: CMD starts with 0, 1 and 2 only.
         Ok(Signals {
-            fd: SignalFd::new(&mask)?,
+            fd: SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC)?,
         })
     }
 
@@ -44,17 +49,14 @@ impl Signals {
         }
     }
 
-    /// On a thread of its own, pass every signal a process sends to `run` on to `pid`
-    /// (the jail's init, or CMD itself with `--env-only`).
+    /// On a thread of its own, pass every signal `run` gets on to `pid` (the jail's
+    /// init, also with `--env-only`).
     pub fn forward_to(self, pid: u32) -> io::Result<()> {
         let pid = Pid::from_raw(i32::try_from(pid).map_err(io::Error::other)?);
         std::thread::Builder::new()
             .name("egress-signals".into())
             .spawn(move || {
                 while let Ok(info) = self.next() {
-                    if !sent_by_a_process(&info) {
-                        continue;
-                    }
                     if let Ok(signal) = Signal::try_from(info.ssi_signo as i32) {
                         if kill(pid, signal).is_err() {
                             return;
@@ -64,11 +66,4 @@ impl Signals {
             })?;
         Ok(())
     }
-}
-
-/// Whether a process sent this signal (`kill`, `sigqueue`: a code of 0 or below) rather
-/// than the kernel. A terminal's Ctrl-C or hang-up comes from the kernel to the whole
-/// foreground process group, CMD included: passing it on would deliver it twice.
-pub fn sent_by_a_process(info: &siginfo) -> bool {
-    info.ssi_code <= 0
 }

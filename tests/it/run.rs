@@ -14,6 +14,7 @@ mod names;
 mod reach;
 mod rules;
 mod split;
+mod terminal;
 mod tls_origin;
 mod tools;
 mod transparent;
