@@ -10,8 +10,10 @@
 # start-up cost cancels out. Needs valgrind, nginx and python3. Knobs (environment):
 # FEW=500 MANY=2500 BASE_PORT=21200 PROXY_BIN (default: the release build), RULES=1 (the
 # entry is `{ host = ..., access = "read-only" }`, so each GET is judged by method and
-# normalised path). The proxy pins its one name with --resolve: nothing is resolved
-# through the system resolver.
+# normalised path), BUDGET=N (`[limits] upload_bytes = N`, so each request is drawn from
+# an upload budget; make N larger than the run sends, about 60 bytes a request, or the
+# proxy refuses and the client stops). The proxy pins its one name with --resolve:
+# nothing is resolved through the system resolver.
 set -euo pipefail
 
 FEW=${FEW:-500}
@@ -55,6 +57,9 @@ allowed_domains = [$entry]
 allowed_cidrs = ["127.0.0.0/8"]
 default_network_policy = { type = "allowlist", allowed_domains = [$entry] }
 CONF
+if [ -n "${BUDGET:-}" ]; then
+    printf '\n[limits]\nupload_bytes = %s\n' "$BUDGET" >>"$TMP/org.toml"
+fi
 cat >"$TMP/client.py" <<'PY'
 import socket, sys
 port, count, origin = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]

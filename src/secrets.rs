@@ -1,5 +1,6 @@
 //! The values of `[[credentials]]` (docs/reference/inspection.md, "Credentials"): read
-//! from their files at load and at reload, and set on requests forwarded to their host.
+//! from their files at load and at reload, and set on requests forwarded over TLS to
+//! their host.
 //!
 //! A value never appears in a log, answer, metric, error or `Debug` output: errors name
 //! the file, never its content; `Debug` prints the header names only; the header is
@@ -74,13 +75,21 @@ impl Credentials {
         Ok(Credentials { list })
     }
 
-    /// Set every credential of `host` in `headers`, replacing what the client sent.
-    pub fn apply(&self, host: &Host, headers: &mut HeaderMap) {
+    /// Set every credential of `host` in `headers`, replacing what the client sent, on
+    /// a request forwarded over TLS (`tls`). A request forwarded in plain HTTP would
+    /// carry the value in cleartext, so it gets none: only the client's own header of
+    /// each credential's name is removed, as it is over TLS (docs/reference/inspection.md,
+    /// "Credentials").
+    pub fn apply(&self, host: &Host, headers: &mut HeaderMap, tls: bool) {
         let Host::Name(name) = host else {
             return;
         };
         for c in self.list.iter().filter(|c| &c.host == name) {
-            headers.insert(c.header.clone(), c.value.clone());
+            if tls {
+                headers.insert(c.header.clone(), c.value.clone());
+            } else {
+                headers.remove(&c.header);
+            }
         }
     }
 }
@@ -130,12 +139,20 @@ mod tests {
         assert!(!shown.contains("s3cr3t"), "{shown}");
         let mut headers = HeaderMap::new();
         headers.insert("authorization", HeaderValue::from_static("client's own"));
-        creds.apply(&Host::parse("api.test").unwrap(), &mut headers);
+        let api = Host::parse("api.test").unwrap();
+        creds.apply(&api, &mut headers, true);
         assert_eq!(headers["authorization"], "Bearer s3cr3t-value");
         assert!(!format!("{headers:?}").contains("s3cr3t"));
         let mut other = HeaderMap::new();
-        creds.apply(&Host::parse("other.test").unwrap(), &mut other);
+        creds.apply(&Host::parse("other.test").unwrap(), &mut other, true);
         assert!(other.is_empty());
+        // In plain HTTP: never the value, and not the client's own either.
+        let mut plain = HeaderMap::new();
+        plain.insert("authorization", HeaderValue::from_static("client's own"));
+        plain.insert("x-kept", HeaderValue::from_static("kept"));
+        creds.apply(&api, &mut plain, false);
+        assert!(plain.get("authorization").is_none(), "{plain:?}");
+        assert_eq!(plain["x-kept"], "kept");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

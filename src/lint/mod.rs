@@ -11,6 +11,7 @@
 //! - [`rules`]: the rule table (ids, severities, descriptions).
 //! - `problems`: the compiler's problems as findings.
 //! - `entries`: the per-list rules shared by both file kinds.
+//! - `credentials`: `credential-plain-http`, a credential's host open to plain HTTP.
 //! - `org_file` / `request_file`: the rules of each file kind.
 //! - `script`: the mixed-script (homograph) test.
 //! - [`format`](mod@format) and [`sarif`]: the outputs.
@@ -23,6 +24,7 @@ use serde::Serialize;
 use crate::policy::compile::line_col;
 use crate::policy::OrgPolicy;
 
+mod credentials;
 mod entries;
 pub mod format;
 mod org_file;

@@ -1,6 +1,7 @@
 //! Linting an organization policy (TOML): the compiler's problems, then the rules over
 //! the policy it compiled, as far as the file reads.
 
+use super::credentials;
 use super::entries::{self, ListCtx};
 use super::{problems, request_file, Finding, Sink};
 use crate::policy::{OrgPolicy, OrgSpans};
@@ -40,6 +41,7 @@ fn rules(sink: &mut Sink, org: &OrgPolicy, spans: &OrgSpans) {
     let allowed = (org.allowed(), &spans.allowed_domains[..]);
     entries::domains(sink, allowed.0, allowed.1, &allowed_ctx);
     entries::conflicts(sink, allowed, "allowed_domains", denied, ports);
+    credentials::plain_http(sink, org, allowed.1);
     entries::cidrs(
         sink,
         org.allowed_cidrs(),

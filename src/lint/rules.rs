@@ -33,11 +33,12 @@ pub enum RuleId {
     PrivateCidr,
     NotNormalized,
     MixedScript,
+    CredentialPlainHttp,
 }
 
 impl RuleId {
     /// Every rule, in the order of [`RULES`].
-    pub const ALL: [RuleId; 12] = [
+    pub const ALL: [RuleId; 13] = [
         RuleId::ParseError,
         RuleId::UnknownKey,
         RuleId::InvalidPattern,
@@ -50,6 +51,7 @@ impl RuleId {
         RuleId::PrivateCidr,
         RuleId::NotNormalized,
         RuleId::MixedScript,
+        RuleId::CredentialPlainHttp,
     ];
 
     /// The id as CI configurations and SARIF consumers see it.
@@ -67,6 +69,7 @@ impl RuleId {
             RuleId::PrivateCidr => "private-cidr",
             RuleId::NotNormalized => "not-normalized",
             RuleId::MixedScript => "mixed-script",
+            RuleId::CredentialPlainHttp => "credential-plain-http",
         }
     }
 
@@ -161,6 +164,12 @@ pub const RULES: [Rule; RuleId::ALL.len()] = [
         severity: Warning,
         short: "An internationalised name that mixes scripts",
         full: "A label mixing scripts (Latin with Cyrillic or Greek letters, for example) is a classic homograph: it looks like a familiar name but is another one. Check that the name is the one intended.",
+    },
+    Rule {
+        id: RuleId::CredentialPlainHttp,
+        severity: Warning,
+        short: "A credential's host allowed on a port that carries plain HTTP",
+        full: "A `[[credentials]]` header is set only on requests forwarded over TLS, so it never crosses the network in cleartext. Its host is allowed here on a port other than 443, where the proxy forwards plain-HTTP requests (an absolute `http://` URL, or HTTP bytes to the transparent listener) as plain HTTP: those requests go without the credential. Allow the host on port 443 only, or accept that plain HTTP to it is unauthenticated.",
     },
 ];
 

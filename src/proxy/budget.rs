@@ -3,8 +3,8 @@
 //! [`Allowance`] an approved request or tunnel draws its bytes from.
 //!
 //! Bytes are granted after they are read from the client and before they are written
-//! upstream, so whatever does not fit is never sent: a tunnel relays exactly what fits
-//! and closes, a request body is cut. Granting is one atomic operation on the meter the
+//! upstream, so whatever does not fit is never sent: a request head is taken whole or
+//! refused, a tunnel relays exactly what fits and closes, a request body is cut. Granting is one atomic operation on the meter the
 //! session's requests and tunnels share, so concurrent takers never overspend.
 //!
 //! The meters are keyed by session id, here rather than in the session store, so the
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
-use hyper::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+use hyper::header::{HeaderMap, CONTENT_LENGTH};
 use hyper::{Method, Request};
 
 use super::refusal::Refusal;
@@ -54,6 +54,30 @@ impl Meter {
                 Ordering::Relaxed,
             ) {
                 Ok(_) => return grant,
+                Err(now) => spent = now,
+            }
+        }
+    }
+
+    /// Take all of `want` under `limit`, or nothing: a request head is sent whole or
+    /// not at all. Returns whether it was taken.
+    pub fn take_whole(&self, want: u64, limit: Option<u64>) -> bool {
+        let Some(limit) = limit else {
+            self.spent.fetch_add(want, Ordering::Relaxed);
+            return true;
+        };
+        let mut spent = self.spent.load(Ordering::Relaxed);
+        loop {
+            if want > limit.saturating_sub(spent) {
+                return false;
+            }
+            match self.spent.compare_exchange_weak(
+                spent,
+                spent + want,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
                 Err(now) => spent = now,
             }
         }
@@ -94,6 +118,11 @@ impl Allowance {
     /// Grant up to `want` bytes: all of them without a budget, else what still fits.
     pub fn grant(&self, want: usize) -> usize {
         self.meter.take(want as u64, self.budget.map(|b| b.bytes)) as usize
+    }
+
+    /// Grant all of `want` bytes or none (see [`Meter::take_whole`]).
+    pub fn grant_whole(&self, want: u64) -> bool {
+        self.meter.take_whole(want, self.budget.map(|b| b.bytes))
     }
 
     /// The budget in force, if any.
@@ -144,8 +173,9 @@ pub fn is_spent(e: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// Step 8 of the order of judgement (docs/reference/answers.md): refuse, before
-/// anything is sent, a request whose declared body would go past what is left, a body
-/// of unknown length or a tunnel when nothing is left.
+/// anything is sent (and before any lookup), a request whose declared body would go
+/// past what is left, a request or tunnel when nothing is left. What a request's head
+/// costs is known only once it is built for upstream: [`admit_head`] takes it then.
 pub(crate) fn admit<B>(
     req: &Request<B>,
     allowance: &Allowance,
@@ -154,24 +184,53 @@ pub(crate) fn admit<B>(
     let (Some(budget), Some(left)) = (allowance.budget(), allowance.remaining()) else {
         return Ok(());
     };
-    let headers = req.headers();
-    let declared = headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
     let refused = if req.method() == Method::CONNECT {
         (left == 0).then(|| "the upload budget is spent: no new tunnel opens".to_string())
-    } else if let Some(n) = declared {
-        (n > left).then(|| format!("the request body ({n} bytes) is more than the {left} bytes left of the upload budget"))
+    } else if let Some(n) = declared_length(req.headers()).filter(|n| *n > left) {
+        Some(format!(
+            "the request body ({n} bytes) is more than the {left} bytes left of the upload budget"
+        ))
     } else {
-        let body = headers.contains_key(TRANSFER_ENCODING);
-        (body && left == 0)
-            .then(|| "the upload budget is spent: no request body is sent".to_string())
+        (left == 0).then(|| "the upload budget is spent: no request is sent".to_string())
     };
     match refused {
         None => Ok(()),
         Some(why) => Err(refusal(target, budget).with_detail(why)),
     }
+}
+
+/// Take the bytes of a request head built for upstream (`head` bytes, as
+/// [`super::head::wire_len`] counts them), all or nothing, before any of it is sent.
+/// Refused when the head, with the body its `headers` declare, does not fit what is
+/// left. Without a budget the head is counted all the same.
+pub(crate) fn admit_head(
+    allowance: &Allowance,
+    head: u64,
+    headers: &HeaderMap,
+    target: &Target,
+) -> Result<(), Refusal> {
+    let Some(budget) = allowance.budget() else {
+        allowance.grant_whole(head);
+        return Ok(());
+    };
+    let left = allowance.remaining().unwrap_or(0);
+    let body = declared_length(headers).unwrap_or(0);
+    if head.saturating_add(body) <= left && allowance.grant_whole(head) {
+        return Ok(());
+    }
+    let why = match body {
+        0 => format!("the request head ({head} bytes) is more than the {left} bytes left of the upload budget"),
+        _ => format!("the request head and body ({head} + {body} bytes) are more than the {left} bytes left of the upload budget"),
+    };
+    Err(refusal(target, budget).with_detail(why))
+}
+
+/// A request's `Content-Length`, when it declares one that parses.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
 }
 
 /// The refusal `budget` makes: `upload_budget_exceeded`, its rule and level.

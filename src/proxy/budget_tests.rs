@@ -26,6 +26,22 @@ fn take_grants_what_fits_then_nothing() {
 }
 
 #[test]
+fn take_whole_takes_all_or_nothing() {
+    let meter = Meter::default();
+    assert!(meter.take_whole(60, Some(100)));
+    assert!(
+        !meter.take_whole(41, Some(100)),
+        "more than is left: nothing"
+    );
+    assert_eq!(meter.spent(), 60);
+    assert!(meter.take_whole(40, Some(100)), "exactly what is left");
+    assert!(!meter.take_whole(1, Some(100)));
+    assert!(meter.take_whole(0, Some(100)), "nothing always fits");
+    assert!(meter.take_whole(7, None), "no budget: counted all the same");
+    assert_eq!(meter.spent(), 107);
+}
+
+#[test]
 fn concurrent_takers_never_overspend() {
     const LIMIT: u64 = 1_000_003;
     for round in 0..20 {

@@ -188,9 +188,12 @@ async fn handle(
     // From here the tunnel's or the forwarded request's own record is written however
     // it ends.
     let client = unanswered.answered();
-    count_approved(&state, &client, &approved);
     match client.asked {
-        Asked::Connect => tunnel::open(req, approved, state, client, done, upstream.clone()).await,
+        Asked::Connect => {
+            count_approved(&state, &client, &approved);
+            tunnel::open(req, approved, state, client, done, upstream.clone()).await
+        }
+        // Counted by `forward` once its head is paid for.
         _ => forward::forward(req, approved, state, client, upstream).await,
     }
 }

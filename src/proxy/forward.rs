@@ -1,51 +1,35 @@
-//! Plain HTTP forwarding: hop-by-hop headers stripped, `Host` rewritten to the approved
-//! authority, the request sent over a pooled connection to a checked address.
+//! Plain HTTP forwarding: the head built for upstream ([`super::head`]) and paid for
+//! from the upload budget, the request sent over a pooled connection to a checked
+//! address, its answer metered and its record written once.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
-use hyper::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, HOST, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION,
-    TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
-};
-use hyper::http::uri::PathAndQuery;
-use hyper::{Request, Response, StatusCode, Uri};
+use hyper::{Request, Response, StatusCode};
 
 use super::budget::{self, Budgeted};
-use super::judge::{Approved, Judged};
+use super::head;
+use super::judge::Approved;
 use super::pool::{Lease, SendError, Upstream};
-use super::record::{audit_allowed, audit_cut, inspected_url, plain_url, Client};
-use super::refusal::Failure;
+use super::record::{
+    audit_allowed, audit_cut, audit_refusal, count_approved, inspected_url, plain_url, Client,
+};
+use super::refusal::{Failure, Refusal};
 use super::state::State;
 use super::{answer, Body, BoxError};
 use crate::net::dial::DialError;
-use crate::policy::{Host, NormalPath};
 
-/// Headers that describe one hop and are never forwarded
-/// (docs/reference/answers.md, "What upstream sees"), besides those the
-/// `Connection` header names. `X-Network-Policy` is ours and stops here too. `Connection`
-/// comes first: [`strip_hop_by_hop`] reads it before removing it.
-static HOP_BY_HOP: LazyLock<[HeaderName; 10]> = LazyLock::new(|| {
-    [
-        CONNECTION,
-        HeaderName::from_static("keep-alive"),
-        HeaderName::from_static("proxy-connection"),
-        PROXY_AUTHENTICATE,
-        PROXY_AUTHORIZATION,
-        TE,
-        TRAILER,
-        TRANSFER_ENCODING,
-        UPGRADE,
-        HeaderName::from_static(super::request::NETWORK_POLICY_HEADER),
-    ]
-});
+pub use head::strip_hop_by_hop;
 
-/// Forward an approved plain-HTTP request and return upstream's answer.
+/// Forward an approved plain-HTTP request (or one read inside an intercepted tunnel) and
+/// return upstream's answer. Its head is built for upstream first and paid for from the
+/// upload budget whole; one that does not fit is refused here, before any of it is
+/// sent, and counted and recorded as the refusal it is rather than as allowed.
 pub async fn forward(
     req: Request<Incoming>,
     approved: Approved,
@@ -63,33 +47,20 @@ pub async fn forward(
         None
     };
     let (mut parts, body) = req.into_parts();
-    let up_bytes = Arc::new(AtomicU64::new(0));
+    head::rewrite(&mut parts, &approved);
+    let head_up = head::wire_len(&parts, &body);
+    if let Err(refusal) =
+        budget::admit_head(&approved.budget, head_up, &parts.headers, &approved.target)
+    {
+        let refusal = refusal.in_session(&approved.session);
+        return refuse(&state, &client, &refusal, url).await;
+    }
+    count_approved(&state, &client, &approved);
+    let up_bytes = Arc::new(AtomicU64::new(head_up));
     let cut = Arc::new(AtomicBool::new(false));
     // Body bytes are drawn from the upload budget as they go; a body that does not fit
     // is cut, and the upstream request with it.
     let body = Budgeted::new(body, approved.budget.clone(), up_bytes.clone(), cut.clone()).boxed();
-    strip_hop_by_hop(&mut parts.headers);
-    let default_port = match approved.upstream_tls {
-        None => 80,
-        Some(_) => 443,
-    };
-    parts.headers.insert(
-        HOST,
-        host_value(&approved.target.host, approved.target.port, default_port),
-    );
-    // `[[credentials]]` of the approved host, replacing what the client sent; set after
-    // the client's headers are taken apart, so only the approved host ever gets them.
-    approved
-        .policies
-        .credentials
-        .apply(&approved.target.host, &mut parts.headers);
-    let judged = match &approved.judged {
-        Judged::Path(path) => Some(path),
-        _ => None,
-    };
-    parts.uri = origin_form(&parts.uri, judged);
-    let head_up = parts.method.as_str().len() + parts.uri.path().len() + head_len(&parts.headers);
-    up_bytes.fetch_add(head_up as u64, Ordering::Relaxed);
     let upstream_req = Request::from_parts(parts, body);
     let request_id = client.request_id.clone();
     // From here the request may reach upstream: its allowed record is written however
@@ -104,14 +75,24 @@ pub async fn forward(
         dialed: None,
         armed: true,
     };
-    let (resp, lease) = match upstream
+    // A request sent again over a new connection (the pool's retry after a kept one
+    // failed) puts its head on the wire twice: the second pays too, or is not sent.
+    let resend = || {
+        let paid = record.approved.budget.grant_whole(head_up);
+        if paid {
+            record.up.fetch_add(head_up, Ordering::Relaxed);
+        }
+        paid
+    };
+    let sent = upstream
         .send(
             &record.approved.addrs,
             upstream_req,
             record.approved.upstream_tls.as_ref(),
+            resend,
         )
-        .await
-    {
+        .await;
+    let (resp, lease) = match sent {
         Ok(sent) => sent,
         Err(SendError::Upstream(e)) if budget::is_spent(&e) => {
             // No answer had started: the client is told why its request was cut. The
@@ -138,7 +119,7 @@ pub async fn forward(
     record.dialed = Some(lease.addr().addr());
     let body = Metered {
         inner: body,
-        down: head_len(&parts.headers) as u64,
+        down: head::response_len(&parts.headers),
         record: Some(record),
         ended: false,
         lease: Some((lease, upstream.clone())),
@@ -146,75 +127,18 @@ pub async fn forward(
     Response::from_parts(parts, body.map_err(BoxError::from).boxed())
 }
 
-/// About what a head takes on the wire: its headers plus a request or status line.
-/// Counted into `bytes_up`/`bytes_down` so a body-less request still shows its size.
-fn head_len(headers: &HeaderMap) -> usize {
-    let lines: usize = headers
-        .iter()
-        .map(|(n, v)| n.as_str().len() + v.len() + 4)
-        .sum();
-    lines + 16
-}
-
-/// Remove `Connection`, every header it names, and the fixed hop-by-hop set.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // One pass over the names finds which of the set are there (often none, or only
-    // `Connection`), so only those are looked up and removed.
-    let mut present = 0u16;
-    for name in headers.keys() {
-        if let Some(i) = HOP_BY_HOP.iter().position(|hop| hop == name) {
-            present |= 1 << i;
-        }
-    }
-    if present & 1 != 0 {
-        let named: Vec<HeaderName> = headers
-            .get_all(CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-            .collect();
-        for name in named {
-            headers.remove(name);
-        }
-    }
-    for (i, name) in HOP_BY_HOP.iter().enumerate() {
-        if present & (1 << i) != 0 {
-            headers.remove(name);
-        }
-    }
-}
-
-/// The `Host` upstream sees: the approved authority, the port only when not the
-/// scheme's default.
-fn host_value(host: &Host, port: u16, default_port: u16) -> HeaderValue {
-    let text = match host {
-        Host::Ip(std::net::IpAddr::V6(v6)) if port == default_port => format!("[{v6}]"),
-        _ if port == default_port => host.to_string(),
-        _ => host.authority(port),
-    };
-    HeaderValue::from_maybe_shared(Bytes::from(text))
-        .expect("a normalised host is a valid header value")
-}
-
-/// The request target upstream sees: the origin form (path and query) of `original`,
-/// with the normalised path the rules judged in place of the path when there is one.
-fn origin_form(original: &Uri, judged: Option<&NormalPath>) -> Uri {
-    let mut parts = hyper::http::uri::Parts::default();
-    let path_and_query = match (judged, original.path_and_query()) {
-        (Some(path), pq) => {
-            let text = match pq.and_then(|pq| pq.query()) {
-                Some(query) => format!("{path}?{query}"),
-                None => path.to_string(),
-            };
-            PathAndQuery::from_maybe_shared(Bytes::from(text))
-                .expect("a normalised path and a query that parsed are a valid target")
-        }
-        (None, Some(pq)) => pq.clone(),
-        (None, None) => PathAndQuery::from_static("/"),
-    };
-    parts.path_and_query = Some(path_and_query);
-    Uri::from_parts(parts).expect("a path alone is a valid URI")
+/// Record and answer a request refused after its judgement (its head over the upload
+/// budget), as every refusal is: one `egress.denied` record, the one answer function.
+/// Boxed, as the denials of `conn::handle`: the wait for room in the audit queue stays
+/// out of every request's future.
+async fn refuse(
+    state: &State,
+    client: &Client,
+    refusal: &Refusal,
+    url: Option<String>,
+) -> Response<Body> {
+    Box::pin(audit_refusal(state, client, refusal, url)).await;
+    answer::refuse(refusal, &client.request_id)
 }
 
 fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
@@ -350,24 +274,5 @@ impl Drop for Metered {
                 pool.put_back(lease);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn strip_removes_the_set_and_what_connection_names_and_keeps_the_rest() {
-        let mut headers = HeaderMap::new();
-        for name in HOP_BY_HOP.iter() {
-            headers.insert(name.clone(), HeaderValue::from_static("x"));
-        }
-        headers.insert(CONNECTION, HeaderValue::from_static("close, X-Named"));
-        headers.insert("x-named", HeaderValue::from_static("hop"));
-        headers.insert("x-kept", HeaderValue::from_static("end to end"));
-        strip_hop_by_hop(&mut headers);
-        let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
-        assert_eq!(left, ["x-kept"]);
     }
 }

@@ -24,7 +24,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::judge::{self, Approved};
 use super::pool::Upstream;
-use super::record::{audit_refusal, count, count_approved, inspected_url, Asked, Client};
+use super::record::{audit_refusal, count, inspected_url, Asked, Client};
 use super::refusal::Stop;
 use super::state::State;
 use super::{answer, forward, Body};
@@ -107,10 +107,8 @@ async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
     let client = Client::new(inside.peer, Asked::of(&req)).via(inside.via);
     tracing::debug!(request_id = %client.request_id, host = %inside.tunnel.target.host, method = %req.method(), path = req.uri().path(), "a request inside an intercepted tunnel");
     match judge::judge_inner(&req, inside.tunnel, state, &client).await {
-        Ok(approved) => {
-            count_approved(state, &client, &approved);
-            forward::forward(req, approved, state.clone(), client, inside.pool).await
-        }
+        // Counted by `forward` once its head is paid for.
+        Ok(approved) => forward::forward(req, approved, state.clone(), client, inside.pool).await,
         Err(stop) => {
             match &stop {
                 Stop::Denied(refusal) => {

@@ -18,8 +18,9 @@
 //! - [`answer`]: the one place a refusal becomes a response.
 //! - [`budget`]: upload budgets: each session's meter, the allowance a request or tunnel
 //!   draws from, and a request body cut when it is spent.
-//! - [`forward`]: plain HTTP forwarding; [`pool`] keeps each worker's upstream
-//!   connections open between requests.
+//! - [`forward`]: plain HTTP forwarding; [`head`] builds the head upstream sees and
+//!   counts its bytes; [`pool`] keeps each worker's upstream connections open between
+//!   requests.
 //! - [`tunnel`]: `CONNECT` tunnels; [`relay`] copies their bytes (on Linux bulk bytes
 //!   go through `splice`, socket to pipe to socket, read in batches), [`idle`] watches
 //!   for quiet ones and [`inspect`] judges their first bytes.
@@ -30,6 +31,7 @@ pub mod answer;
 pub mod budget;
 mod conn;
 pub mod forward;
+pub mod head;
 pub mod idle;
 pub mod inspect;
 pub(crate) mod intercept;

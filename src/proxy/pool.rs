@@ -97,12 +97,15 @@ impl Upstream {
 
     /// Send `req` over a kept-open connection to one of `addrs`, or else over a new one
     /// to the first of `addrs` (in order) that accepts. With `tls`, over TLS verified
-    /// for that name.
+    /// for that name. A request that went out over a kept connection which then failed
+    /// is sent again only if `resend` says so (it pays for the second copy's head from
+    /// the upload budget).
     pub async fn send(
         &self,
         addrs: &[CheckedAddr],
         mut req: Request<Body>,
         tls: Option<&Arc<str>>,
+        mut resend: impl FnMut() -> bool,
     ) -> Result<(Response<Incoming>, Lease), SendError> {
         // A kept-open connection that upstream closed meanwhile gives the request back
         // unsent; it then goes to the next one, or to a new connection.
@@ -117,12 +120,12 @@ impl Upstream {
                 }
                 Err(mut e) => match (e.take_message(), again) {
                     (Some(unsent), _) => req = unsent,
-                    (None, Some(copy)) => {
+                    (None, Some(copy)) if resend() => {
                         tracing::debug!(upstream = %addr.addr(), error = %e.error(), "a kept-open connection failed; sending the request again over a new one");
                         req = copy;
                         break;
                     }
-                    (None, None) => return Err(SendError::Upstream(e.into_error())),
+                    (None, _) => return Err(SendError::Upstream(e.into_error())),
                 },
             }
         }
@@ -319,7 +322,7 @@ mod tests {
 
     /// One exchange, its body read to the end, its connection put back.
     async fn exchange(pool: &Upstream, addrs: &[CheckedAddr]) -> CheckedAddr {
-        let (resp, lease) = pool.send(addrs, get(), None).await.unwrap();
+        let (resp, lease) = pool.send(addrs, get(), None, || true).await.unwrap();
         let body = resp.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"ok");
         let reached = lease.addr();

@@ -420,7 +420,7 @@ async fn requests_inside_an_intercepted_tunnel_pay_the_upload_budget() {
         .allow_entry(entry)
         .ports(&[origin.port()])
         .loopback()
-        .raw_line("[limits]\nupload_bytes = 10")
+        .raw_line("[limits]\nupload_bytes = 400")
         .to_toml();
     let builder =
         ProxyBuilder::new(org).policy(r#"{"type":"allowlist","allowed_domains":["secure.test"]}"#);
@@ -428,7 +428,8 @@ async fn requests_inside_an_intercepted_tunnel_pay_the_upload_budget() {
     let mut inner = bed.inner(&proxy, &[]).await;
     let fits = inner.request("POST", "/a", &[], b"123456").await;
     assert_eq!(fits.status, 200, "{fits:?}");
-    let over = inner.request("POST", "/b", &[], b"7890123").await;
+    // The first request's head and body spent some: 400 bytes no longer fit.
+    let over = inner.request("POST", "/b", &[], &[b'7'; 400]).await;
     assert_eq!(over.status, 403, "{over:?}");
     assert_eq!(over.json()["error"]["reason"], "upload_budget_exceeded");
     let bodies: Vec<Vec<u8>> = origin.requests().into_iter().map(|r| r.body).collect();

@@ -69,6 +69,7 @@ fn every_rule_fires_on_its_fixture_with_position_and_exit_code() {
         ("private-cidr.toml",            "private-cidr",           "warning", 2, 18),
         ("not-normalized.toml",          "not-normalized",         "warning", 2, 20),
         ("mixed-script.toml",            "mixed-script",           "warning", 2, 35),
+        ("credential-plain-http.toml",   "credential-plain-http",  "warning", 2, 29),
     ];
     for (file, rule, severity, line, column) in cases {
         let path = format!("{BAD}/{file}");
@@ -312,6 +313,7 @@ fn sarif_has_the_required_structure() {
         "private-cidr",
         "not-normalized",
         "mixed-script",
+        "credential-plain-http",
     ] {
         assert!(rules.iter().any(|r| r["id"] == id), "{id}");
     }

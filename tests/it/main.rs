@@ -16,6 +16,7 @@ mod bypass_route;
 mod bypass_tls;
 mod check;
 mod connect;
+mod credentials;
 mod denials;
 mod diff;
 mod dns;

@@ -14,12 +14,12 @@ fn post(port: u16, body: &[u8], extra: &str) -> Vec<u8> {
 }
 
 /// A body whose `Content-Length` is more than what is left is refused before anything
-/// is sent; one that fits goes through, and spends the budget.
+/// is sent; one that fits goes through, and spends the budget (its head too).
 #[tokio::test]
 async fn a_content_length_over_the_budget_is_refused_and_the_origin_sees_nothing() {
     let origin = Origin::start().await;
-    let proxy = proxy(origin.port(), 100).await;
-    let resp = send_raw(proxy.addr, &post(origin.port(), &[b'x'; 101], "")).await;
+    let proxy = proxy(origin.port(), 1000).await;
+    let resp = send_raw(proxy.addr, &post(origin.port(), &[b'x'; 1001], "")).await;
     let want = Denial::new(403, "upload_budget_exceeded")
         .at("sink.test", origin.port())
         .level("org");
@@ -27,19 +27,20 @@ async fn a_content_length_over_the_budget_is_refused_and_the_origin_sees_nothing
     assert_eq!(origin.connections(), 0, "{}", proxy.diagnostics());
     let record = &records_with(&proxy, "upload_budget_exceeded", 1).await[0];
     assert!(record["url"].as_str().unwrap().ends_with("/up"), "{record}");
-    // Exactly the budget fits, once.
     let resp = send_raw(proxy.addr, &post(origin.port(), &[b'y'; 100], "")).await;
     assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
     assert_eq!(origin.requests()[0].body, vec![b'y'; 100]);
-    let resp = send_raw(proxy.addr, &post(origin.port(), b"z", "")).await;
+    // The whole budget no longer fits: the first request's head and body spent some.
+    let resp = send_raw(proxy.addr, &post(origin.port(), &[b'z'; 900], "")).await;
     assert_denied_response(&resp, &want, &proxy);
-    // A body-less request sends nothing, so it still goes.
+    // A body-less request pays only its head, so it still goes.
     let get = format!(
         "GET http://sink.test:{0}/ HTTP/1.1\r\nHost: sink.test:{0}\r\n\r\n",
         origin.port()
     );
     assert_eq!(send_raw(proxy.addr, get.as_bytes()).await.status, 200);
     assert_eq!(origin.hits(), 2);
+    assert!(origin.http_bytes() <= 1000, "{}", origin.http_bytes());
 }
 
 /// A narrower `X-Network-Policy` budget applies to its request.
@@ -109,7 +110,8 @@ async fn a_chunked_body_is_cut_at_the_budget() {
     let got = sink.ended(0).await;
     let at = crate::support::find(&got, b"\r\n\r\n").expect("a head upstream") + 4;
     let (payload, ended) = dechunk(&got[at..]);
-    assert_eq!(payload, sent[..BUDGET], "exactly the bytes that fit");
+    // The head paid its bytes first.
+    assert_eq!(payload, sent[..BUDGET - at], "exactly the bytes that fit");
     assert!(!ended, "the body never ended upstream");
     let record = &records_with(&proxy, "upload_budget_exceeded", 1).await[0];
     assert_eq!(record["method"], "POST", "{record}");

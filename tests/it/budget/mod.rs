@@ -5,9 +5,12 @@
 //! - `tunnel`: tunnels (splice and copy) stop at exactly the budget, their record, and
 //!   the refused `CONNECT` once it is spent.
 //! - `body`: request bodies: a `Content-Length` over what is left, a chunked body cut.
+//! - `heads`: request heads, plain and inspected: a flood of large headers stops at
+//!   the budget.
 //! - `levels`: budgets per session, and a larger budget below is `policy_widening`.
 
 mod body;
+mod heads;
 mod levels;
 mod tunnel;
 

@@ -109,3 +109,60 @@ async fn a_ca_given_to_run_keeps_its_key_out_of_cmds_reach_even_as_root() {
         "the bundle lacks the CA: {out}"
     );
 }
+
+/// The attack of docs/reference/inspection.md, "Credentials", from inside the jail: CMD
+/// ignores the proxy and speaks plain HTTP to the credential's host (the transparent
+/// listener takes it); the origin never gets the credential, nor CMD's own header of
+/// that name. The same host over TLS, intercepted, does get it.
+#[tokio::test]
+async fn a_credential_never_leaves_the_jail_in_plain_http_and_does_over_inspected_tls() {
+    require_jail!();
+    const SECRET: &str = "Bearer egress-it-jail-credential-77c1";
+    let plain = crate::support::origin::Origin::start_named("plain").await;
+    let origin = HttpsOrigin::start().await;
+    let dir = unique_temp_dir("run-credentials");
+    let upstream_ca = dir.join("origin.pem");
+    write_pem(&upstream_ca, &origin.cert_der());
+    let secret = dir.join("token");
+    std::fs::write(&secret, format!("{SECRET}\n")).unwrap();
+    let org = Org::new()
+        .allow_entry(r#"{ host = "secure.test", inspect = true }"#)
+        .ports(&[plain.port(), origin.port()])
+        .loopback()
+        .raw_line(&format!(
+            "[[credentials]]\nhost = \"secure.test\"\nheader = \"Authorization\"\nvalue_file = {:?}",
+            secret.to_str().unwrap()
+        ))
+        .to_toml();
+    let script = format!(
+        "echo \"plain: $(curl -sS --noproxy '*' -H 'Authorization: Bearer cmd-own' http://secure.test:{}/)\"\n\
+         echo \"tls: $(curl -sS --noproxy '*' https://secure.test:{}/)\"\n",
+        plain.port(),
+        origin.port()
+    );
+    let out = Jailed::new(org)
+        .policy(r#"{"type":"allowlist","allowed_domains":["secure.test"]}"#)
+        .arg("--resolve")
+        .arg("secure.test=127.0.0.1")
+        .arg("--upstream-ca")
+        .arg(upstream_ca)
+        .arg("--audit-allowed")
+        .sh(&script)
+        .await;
+    assert!(out.stdout.contains("plain: origin:plain"), "{out}");
+    assert!(out.stdout.contains("tls: origin:secure"), "{out}");
+    let seen = plain.requests();
+    assert_eq!(seen.len(), 1, "{out}");
+    assert_eq!(
+        seen[0].header_all("authorization"),
+        Vec::<&str>::new(),
+        "{out}"
+    );
+    assert_eq!(origin.requests()[0].header_all("authorization"), [SECRET]);
+    let plain_record = out
+        .audit
+        .iter()
+        .find(|r| r["via"] == "transparent" && r["port"] == plain.port())
+        .unwrap_or_else(|| panic!("the plain request was not taken transparently: {out}"));
+    assert_eq!(plain_record["method"], "GET", "{out}");
+}

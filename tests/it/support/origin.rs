@@ -49,6 +49,9 @@ struct State {
     bytes_received: AtomicUsize,
     /// TLS handshakes completed (HTTPS origin only).
     handshakes: AtomicUsize,
+    /// Bytes of HTTP read from clients (above TLS for the HTTPS origin): every request
+    /// head and body as it arrived.
+    http_bytes: AtomicUsize,
 }
 
 /// A plain HTTP origin.
@@ -85,6 +88,11 @@ impl Origin {
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 st.connections.fetch_add(1, Ordering::SeqCst);
+                let stream = Counted {
+                    inner: stream,
+                    state: st.clone(),
+                    count: |s| &s.http_bytes,
+                };
                 tokio::spawn(serve(stream, nm.clone(), st.clone()));
             }
         });
@@ -121,6 +129,11 @@ impl Origin {
     /// How many TCP connections were accepted.
     pub fn connections(&self) -> usize {
         self.state.connections.load(Ordering::SeqCst)
+    }
+
+    /// Bytes read from all clients: every request head and body, as they arrived.
+    pub fn http_bytes(&self) -> usize {
+        self.state.http_bytes.load(Ordering::SeqCst)
     }
 }
 
@@ -160,11 +173,17 @@ impl HttpsOrigin {
                     let stream = Counted {
                         inner: stream,
                         state: st.clone(),
+                        count: |s| &s.bytes_received,
                     };
                     if let Ok(Ok(tls)) =
                         tokio::time::timeout(IO_TIMEOUT, acceptor.accept(stream)).await
                     {
                         st.handshakes.fetch_add(1, Ordering::SeqCst);
+                        let tls = Counted {
+                            inner: tls,
+                            state: st.clone(),
+                            count: |s| &s.http_bytes,
+                        };
                         serve(tls, "secure".to_string(), st).await;
                     }
                 });
@@ -213,15 +232,22 @@ impl HttpsOrigin {
     pub fn handshakes(&self) -> usize {
         self.state.handshakes.load(Ordering::SeqCst)
     }
+
+    /// Bytes of HTTP read from all clients, above TLS: every request head and body, as
+    /// they arrived.
+    pub fn http_bytes(&self) -> usize {
+        self.state.http_bytes.load(Ordering::SeqCst)
+    }
 }
 
-/// A TCP stream that counts the bytes read from it into the origin's state.
-struct Counted {
-    inner: tokio::net::TcpStream,
+/// A stream that counts the bytes read from it into one counter of the origin's state.
+struct Counted<S> {
+    inner: S,
     state: Arc<State>,
+    count: fn(&State) -> &AtomicUsize,
 }
 
-impl AsyncRead for Counted {
+impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
     fn poll_read(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
@@ -230,12 +256,12 @@ impl AsyncRead for Counted {
         let before = buf.filled().len();
         let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
         let read = buf.filled().len() - before;
-        self.state.bytes_received.fetch_add(read, Ordering::SeqCst);
+        (self.count)(&self.state).fetch_add(read, Ordering::SeqCst);
         polled
     }
 }
 
-impl AsyncWrite for Counted {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
     fn poll_write(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,

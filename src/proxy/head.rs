@@ -1,0 +1,177 @@
+//! The head upstream sees (docs/reference/answers.md, "What upstream sees"): hop-by-hop
+//! headers stripped, `Host` rewritten to the approved authority, `[[credentials]]` set
+//! over TLS only, the request target in origin form; and its length on the wire, which
+//! the upload budget counts (docs/reference/policy-files.md, "Upload budget").
+
+use std::sync::LazyLock;
+
+use bytes::Bytes;
+use hyper::body::Body as HttpBody;
+use hyper::header::{
+    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, PROXY_AUTHENTICATE,
+    PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+};
+use hyper::http::request::Parts;
+use hyper::http::uri::PathAndQuery;
+use hyper::{Method, Uri, Version};
+
+use super::judge::{Approved, Judged};
+use crate::policy::{Host, NormalPath};
+
+/// Headers that describe one hop and are never forwarded
+/// (docs/reference/answers.md, "What upstream sees"), besides those the
+/// `Connection` header names. `X-Network-Policy` is ours and stops here too. `Connection`
+/// comes first: [`strip_hop_by_hop`] reads it before removing it.
+static HOP_BY_HOP: LazyLock<[HeaderName; 10]> = LazyLock::new(|| {
+    [
+        CONNECTION,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+        PROXY_AUTHENTICATE,
+        PROXY_AUTHORIZATION,
+        TE,
+        TRAILER,
+        TRANSFER_ENCODING,
+        UPGRADE,
+        HeaderName::from_static(super::request::NETWORK_POLICY_HEADER),
+    ]
+});
+
+/// Make `parts` (a client's request head) the head upstream is sent for `approved`.
+pub fn rewrite(parts: &mut Parts, approved: &Approved) {
+    strip_hop_by_hop(&mut parts.headers);
+    let tls = approved.upstream_tls.is_some();
+    let default_port = if tls { 443 } else { 80 };
+    let target = &approved.target;
+    parts
+        .headers
+        .insert(HOST, host_value(&target.host, target.port, default_port));
+    // `[[credentials]]` of the approved host, replacing what the client sent, and only
+    // over TLS (docs/reference/inspection.md, "Credentials"): a plain-HTTP request gets
+    // the client's header of that name removed, never the credential. Set after the
+    // client's headers are taken apart, so only the approved host ever gets them.
+    approved
+        .policies
+        .credentials
+        .apply(&target.host, &mut parts.headers, tls);
+    let judged = match &approved.judged {
+        Judged::Path(path) => Some(path),
+        _ => None,
+    };
+    parts.uri = origin_form(&parts.uri, judged);
+}
+
+/// The bytes hyper's HTTP/1.1 client writes for `parts` sent with `body`: the request
+/// line, each header field, the blank line, and the framing header it adds itself
+/// (hyper's `Client::set_length`): `content-length` for a body of known length that
+/// has none, `transfer-encoding: chunked` for one of unknown length. A sum of lengths,
+/// no copy: it runs on every forwarded request. The unit tests hold it to what hyper
+/// writes.
+pub fn wire_len<B: HttpBody>(parts: &Parts, body: &B) -> u64 {
+    const VERSION: usize = "HTTP/1.1".len();
+    let uri = &parts.uri;
+    let target = uri.path().len() + uri.query().map_or(0, |q| q.len() + 1);
+    let line = parts.method.as_str().len() + 1 + target + 1 + VERSION + 2;
+    let fields: usize = parts
+        .headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + 2 + value.len() + 2)
+        .sum();
+    (line + fields + 2 + framing_len(parts, body)) as u64
+}
+
+/// The framing header hyper adds to `parts`, if any (`transfer-encoding` is never among
+/// `parts`: it is hop-by-hop).
+fn framing_len<B: HttpBody>(parts: &Parts, body: &B) -> usize {
+    if body.is_end_stream() || parts.headers.contains_key(CONTENT_LENGTH) {
+        return 0;
+    }
+    match body.size_hint().exact() {
+        Some(n) => "content-length: ".len() + decimal_digits(n) + 2,
+        None if parts.version == Version::HTTP_11
+            && !matches!(parts.method, Method::GET | Method::HEAD | Method::CONNECT) =>
+        {
+            "transfer-encoding: chunked\r\n".len()
+        }
+        None => 0,
+    }
+}
+
+fn decimal_digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// About what a response head takes on the wire: its headers plus a status line.
+/// Counted into `bytes_down` so a body-less answer still shows its size.
+pub fn response_len(headers: &HeaderMap) -> u64 {
+    let lines: usize = headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len() + 4)
+        .sum();
+    (lines + 16) as u64
+}
+
+/// Remove `Connection`, every header it names, and the fixed hop-by-hop set.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // One pass over the names finds which of the set are there (often none, or only
+    // `Connection`), so only those are looked up and removed.
+    let mut present = 0u16;
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|hop| hop == name) {
+            present |= 1 << i;
+        }
+    }
+    if present & 1 != 0 {
+        let named: Vec<HeaderName> = headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for (i, name) in HOP_BY_HOP.iter().enumerate() {
+        if present & (1 << i) != 0 {
+            headers.remove(name);
+        }
+    }
+}
+
+/// The `Host` upstream sees: the approved authority, the port only when not the
+/// scheme's default.
+fn host_value(host: &Host, port: u16, default_port: u16) -> HeaderValue {
+    let text = match host {
+        Host::Ip(std::net::IpAddr::V6(v6)) if port == default_port => format!("[{v6}]"),
+        _ if port == default_port => host.to_string(),
+        _ => host.authority(port),
+    };
+    HeaderValue::from_maybe_shared(Bytes::from(text))
+        .expect("a normalised host is a valid header value")
+}
+
+/// The request target upstream sees: the origin form (path and query) of `original`,
+/// with the normalised path the rules judged in place of the path when there is one.
+fn origin_form(original: &Uri, judged: Option<&NormalPath>) -> Uri {
+    let mut parts = hyper::http::uri::Parts::default();
+    let path_and_query = match (judged, original.path_and_query()) {
+        (Some(path), pq) => {
+            let text = match pq.and_then(|pq| pq.query()) {
+                Some(query) => format!("{path}?{query}"),
+                None => path.to_string(),
+            };
+            PathAndQuery::from_maybe_shared(Bytes::from(text))
+                .expect("a normalised path and a query that parsed are a valid target")
+        }
+        (None, Some(pq)) => pq.clone(),
+        (None, None) => PathAndQuery::from_static("/"),
+    };
+    parts.path_and_query = Some(path_and_query);
+    Uri::from_parts(parts).expect("a path alone is a valid URI")
+}
+
+#[cfg(test)]
+#[path = "head_tests.rs"]
+mod tests;

@@ -1,0 +1,139 @@
+//! The head upstream sees, and its length held to the bytes hyper writes.
+
+use super::*;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full, StreamBody};
+use hyper::body::Frame;
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use tokio::io::AsyncReadExt;
+
+use crate::proxy::Body;
+
+#[test]
+fn strip_removes_the_set_and_what_connection_names_and_keeps_the_rest() {
+    let mut headers = HeaderMap::new();
+    for name in HOP_BY_HOP.iter() {
+        headers.insert(name.clone(), HeaderValue::from_static("x"));
+    }
+    headers.insert(CONNECTION, HeaderValue::from_static("close, X-Named"));
+    headers.insert("x-named", HeaderValue::from_static("hop"));
+    headers.insert("x-kept", HeaderValue::from_static("end to end"));
+    strip_hop_by_hop(&mut headers);
+    let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+    assert_eq!(left, ["x-kept"]);
+}
+
+#[test]
+fn decimal_digits_counts_the_digits_of_a_length() {
+    for (n, want) in [(0, 1), (9, 1), (10, 2), (99, 2), (100, 3), (u64::MAX, 20)] {
+        assert_eq!(decimal_digits(n), want, "{n}");
+    }
+}
+
+/// A body of unknown length: one data frame, no size hint.
+fn streamed(data: &'static [u8]) -> Body {
+    let frames = futures_util::stream::iter([Ok::<_, crate::proxy::BoxError>(Frame::data(
+        Bytes::from_static(data),
+    ))]);
+    StreamBody::new(frames).boxed()
+}
+
+fn empty() -> Body {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+fn full(data: &'static [u8]) -> Body {
+    Full::new(Bytes::from_static(data))
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// What hyper's client writes before the body when it sends `req`.
+async fn written_head(req: Request<Body>) -> Vec<u8> {
+    let (client, mut server) = tokio::io::duplex(1 << 20);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(client))
+        .await
+        .unwrap();
+    let driver = tokio::spawn(conn);
+    let sent = tokio::spawn(async move { sender.send_request(req).await });
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while find(&got, b"\r\n\r\n").is_none() {
+        let n = server.read(&mut buf).await.unwrap();
+        assert_ne!(n, 0, "hyper closed before the head ended");
+        got.extend_from_slice(&buf[..n]);
+    }
+    sent.abort();
+    driver.abort();
+    let end = find(&got, b"\r\n\r\n").unwrap() + 4;
+    got.truncate(end);
+    got
+}
+
+#[tokio::test]
+async fn wire_len_is_what_hyper_writes() {
+    type Case = (
+        &'static str,
+        &'static str,
+        Version,
+        &'static [(&'static str, &'static str)],
+        fn() -> Body,
+    );
+    let cases: &[Case] = &[
+        ("GET", "/", Version::HTTP_11, &[("host", "a.test")], empty),
+        (
+            "GET",
+            "/path/x?q=1&long=aaaaaaaaaaaaaaaaaaaaaaa",
+            Version::HTTP_11,
+            &[("host", "a.test:8080"), ("x-big", "v"), ("x-big", "again")],
+            empty,
+        ),
+        (
+            "POST",
+            "/up",
+            Version::HTTP_11,
+            &[("host", "a"), ("content-length", "3")],
+            || full(b"abc"),
+        ),
+        ("POST", "/up", Version::HTTP_11, &[("host", "a")], || {
+            full(b"abcdefghijkl")
+        }),
+        (
+            "POST",
+            "/chunks",
+            Version::HTTP_11,
+            &[("host", "a")],
+            || streamed(b"abc"),
+        ),
+        ("PUT", "/", Version::HTTP_10, &[("host", "a")], || {
+            streamed(b"abc")
+        }),
+        ("GET", "/", Version::HTTP_11, &[("host", "a")], || {
+            streamed(b"abc")
+        }),
+    ];
+    for (method, target, version, headers, body) in cases {
+        let mut req = Request::builder()
+            .method(*method)
+            .uri(*target)
+            .version(*version);
+        for (name, value) in *headers {
+            req = req.header(*name, *value);
+        }
+        let req = req.body(body()).unwrap();
+        let (parts, b) = req.into_parts();
+        let counted = wire_len(&parts, &b);
+        let written = written_head(Request::from_parts(parts, b)).await;
+        assert_eq!(
+            counted,
+            written.len() as u64,
+            "{method} {target}: {}",
+            String::from_utf8_lossy(&written)
+        );
+    }
+}
