@@ -1,21 +1,27 @@
 //! The jail's `/dev` (docs/reference/confinement.md, "Files"): a small read-only tmpfs
 //! holding the devices programs expect (`null`, `zero`, `full`, `random`, `urandom`,
-//! `tty`, `ptmx`), each a node like the host's (see [`node`]), the usual links (`fd`,
-//! `stdin`, `stdout`, `stderr`), the host's `/dev/pts` (a terminal keeps its name) and
-//! the host's `/dev/shm`, writable. Not the host's whole `/dev`: uid 0 opens a disk's block device
-//! without any capability, and its raw blocks would bypass every read-only mount and
-//! every cover of the proxy's files.
+//! `tty`), each a node like the host's (see [`node`]), the usual links (`fd`, `stdin`,
+//! `stdout`, `stderr`, `ptmx`), a `/dev/pts` of its own and the host's `/dev/shm`,
+//! writable. Not the host's whole `/dev`: uid 0 opens a disk's block device without any
+//! capability, and its raw blocks would bypass every read-only mount and every cover of
+//! the proxy's files. Not the host's `/dev/pts` either: uid 0 opens every root-owned
+//! terminal there without any capability, the caller's included, and could write to it
+//! (a terminal that answers an escape sequence turns it into the shell's input). CMD's
+//! own terminal, opened by `run` on the host, keeps a name: `/dev/console`, as in a
+//! container.
 
 use std::path::Path;
 
 use super::mount_attr;
 use super::mounts::{bind, rbind, tmpfs};
 
-/// Bound from the host's `/dev` when it has them.
-const DEVICES: [&str; 7] = ["null", "zero", "full", "random", "urandom", "tty", "ptmx"];
+/// Made like the host's `/dev` ones when it has them.
+const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
-/// Symbolic links every `/dev` has.
-const LINKS: [(&str, &str); 4] = [
+/// Symbolic links every `/dev` has (`ptmx`: new terminals come from the jail's own
+/// `/dev/pts`).
+const LINKS: [(&str, &str); 5] = [
+    ("ptmx", "pts/ptmx"),
     ("fd", "/proc/self/fd"),
     ("stdin", "/proc/self/fd/0"),
     ("stdout", "/proc/self/fd/1"),
@@ -46,30 +52,50 @@ pub fn mount_dev(dev: &Path) -> Result<()> {
                 symlink(&target, &to)?;
             }
             Ok(meta) => node(&meta, &from, &to)?,
-            // A pseudo-terminal still opens through `/dev/pts/ptmx`.
-            Err(_) if name == "ptmx" => symlink(Path::new("pts/ptmx"), &to)?,
             Err(_) => {}
         }
     }
     for (name, target) in LINKS {
         symlink(Path::new(target), &dev.join(name))?;
     }
-    for name in ["pts", "shm"] {
-        let (from, to) = (host.join(name), dev.join(name));
-        std::fs::create_dir(&to).map_err(|e| io(&to, e))?;
-        if from.is_dir() {
-            rbind(&from, &to)?;
-        } else if name == "shm" {
-            tmpfs(&to, "mode=1777")?;
-        }
+    mount_pts(&dev.join("pts"))?;
+    let (from, to) = (host.join("shm"), dev.join("shm"));
+    std::fs::create_dir(&to).map_err(|e| io(&to, e))?;
+    if from.is_dir() {
+        rbind(&from, &to)?;
+    } else {
+        tmpfs(&to, "mode=1777")?;
     }
+    console(dev)?;
     mount_attr::read_only(dev, false)
 }
 
-/// A device node at `path` like the host's `host` (`meta`: type, number, mode). Made,
-/// not bound: opening `ptmx` finds its `pts` beside the node it opened, which for a bind
-/// would be the host's `/dev`. Without `CAP_MKNOD` (`run` with file capabilities) the
-/// host's node is bound, and `ptmx` is a link to `pts/ptmx` instead.
+/// A `devpts` instance of the jail's own on `pts`: the terminals CMD opens are there,
+/// and none of the host's.
+fn mount_pts(pts: &Path) -> Result<()> {
+    use nix::mount::{mount, MsFlags};
+    std::fs::create_dir(pts).map_err(|e| io(pts, e))?;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
+    let options = "newinstance,ptmxmode=0666,mode=0620";
+    mount(Some("devpts"), pts, Some("devpts"), flags, Some(options))
+        .map_err(|e| format!("mount devpts on {}: {e}", pts.display()))
+}
+
+/// CMD's own terminal (this process's standard input, when `run` gave it one) bound on
+/// `console`, so that it has a name in the jail (`tty`, `ttyname`). Bound by its name
+/// in this mount namespace's copy of the host's tree (`/proc/self/fd/0` would name the
+/// host namespace's mount, which cannot be bound here).
+fn console(dev: &Path) -> Result<()> {
+    let Ok(name) = nix::unistd::ttyname(std::io::stdin()) else {
+        return Ok(());
+    };
+    let console = dev.join("console");
+    std::fs::write(&console, b"").map_err(|e| io(&console, e))?;
+    bind(&name, &console)
+}
+
+/// A device node at `path` like the host's `host` (`meta`: type, number, mode). Without
+/// `CAP_MKNOD` (`run` with file capabilities) the host's node is bound instead.
 fn node(meta: &std::fs::Metadata, host: &Path, path: &Path) -> Result<()> {
     use nix::sys::stat::{mknod, Mode, SFlag};
     use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -80,9 +106,6 @@ fn node(meta: &std::fs::Metadata, host: &Path, path: &Path) -> Result<()> {
     let mode = Mode::from_bits_truncate(meta.mode() & 0o777);
     match mknod(path, SFlag::S_IFCHR, mode, meta.rdev()) {
         Ok(()) => {}
-        Err(nix::errno::Errno::EPERM) if path.ends_with("ptmx") => {
-            return symlink(Path::new("pts/ptmx"), path);
-        }
         Err(nix::errno::Errno::EPERM) => {
             std::fs::write(path, b"").map_err(|e| io(path, e))?;
             return bind(host, path);

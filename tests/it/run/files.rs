@@ -293,3 +293,33 @@ async fn the_jails_dev_has_no_disk_and_its_devices_and_terminals_work() {
     assert!(out.stdout.contains("pty /dev/pts/"), "{out}");
     assert!(out.stdout.contains("b'ok\\r\\n'"), "{out}");
 }
+
+/// A root CMD opens every root-owned terminal of the host's `/dev/pts` without any
+/// capability, the caller's included: the jail's `/dev/pts` is its own.
+#[tokio::test]
+async fn the_hosts_terminals_are_not_in_the_jail() {
+    require_jail!();
+    let host = nix::pty::openpty(None, None).expect("openpty");
+    let name = nix::unistd::ttyname(&host.slave).expect("the slave's name");
+    let probe = format!(
+        "if [ -e {0} ]; then echo visible; else echo absent; fi",
+        name.display()
+    );
+    let outside = Command::new("sh").args(["-c", &probe]).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&outside.stdout).trim(),
+        "visible",
+        "the host's terminal {} is there outside the jail",
+        name.display()
+    );
+    for writable in [false, true] {
+        let mut jailed = Jailed::new(Org::new().to_toml());
+        if writable {
+            jailed = jailed.arg("--writable").arg("/");
+        }
+        let out = jailed.sh(&format!("{probe}; ls /dev/pts")).await;
+        assert_eq!(out.code(), Some(0), "{out}");
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines, ["absent", "ptmx"], "writable /: {writable}: {out}");
+    }
+}

@@ -263,6 +263,9 @@ fn a_shell_in_the_jail_reads_typed_lines_and_ctrl_c_reaches_its_job() {
     term.wait_for("jail$ ", &mut child);
     term.type_keys("echo sum=$((6*7))\r");
     term.wait_for("sum=42", &mut child);
+    // CMD's terminal has a name in the jail, and the jail's terminals are its own.
+    term.type_keys("echo tty=$(tty) pts=$(ls /dev/pts | tr '\\n' ,)\r");
+    term.wait_for("tty=/dev/console pts=ptmx,", &mut child);
     term.type_keys("sleep 30\r");
     let started = Instant::now();
     while !descendants(run).into_iter().any(|pid| {
