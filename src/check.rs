@@ -75,7 +75,7 @@ impl Checked {
 /// Decide every target. `Ok` holds the results and the rendered output.
 pub fn run(args: &CheckArgs) -> Result<(Vec<Checked>, String), CheckError> {
     let policies = load::load_strict(&args.org, args.policy.as_deref())?;
-    let (org, policy) = (&policies.org, &policies.policy);
+    let (org, policy) = (&policies.org, &policies.without_session);
     let pins = load::pins(&args.resolve)?;
     if let Some(m) = args.method.as_deref().filter(|m| !valid_method(m)) {
         return Err(CheckError::Method(m.to_string()));

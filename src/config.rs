@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crate::audit::OnFailure;
 use crate::cli::{AuditFailure, ServeArgs};
+use crate::judgement::Limits;
 use crate::load::{self, LoadError};
-use crate::proxy::Limits;
 
 /// Why the flags do not make a configuration.
 #[derive(Debug, thiserror::Error)]

@@ -5,11 +5,12 @@
 //! Compiled only with the `fuzzing` feature (which `fuzz/Cargo.toml` turns on) and in the
 //! library's own tests: the product does not carry them.
 
+use crate::judgement::{client_hello, request};
 use crate::policy::{
     normalize_path, DomainEntry, Host, HostName, OrgPolicy, PathRule, RequestPolicy,
 };
-use crate::proxy::opening::{self, Opening};
-use crate::proxy::{inspect, preflight, request};
+use crate::proxy::preflight;
+use crate::transparent::opening::{self, Opening};
 
 /// The organization policy parser and compiler.
 pub fn org_policy(data: &[u8]) {
@@ -86,7 +87,7 @@ pub fn request_target(data: &[u8]) {
 /// The ClientHello reader, and the transparent listener's first-bytes classifier: what
 /// it decided on a prefix is what it decides on the whole, however the bytes are split.
 pub fn client_hello(data: &[u8]) {
-    let _ = inspect::read_hello(data);
+    let _ = client_hello::read_hello(data);
     let early = opening::classify(&data[..data.len() / 2]);
     if early != Opening::Undecided {
         assert_eq!(opening::classify(data), early, "{data:?}");
@@ -103,7 +104,7 @@ pub fn dns_answer(data: &[u8]) {
     use hickory_proto::rr::RData;
 
     use crate::dns::answer::{answer, Ask};
-    use crate::load::Policies;
+    use crate::judgement::Policies;
     use crate::net::synthetic::{SyntheticNames, RANGE};
 
     static POLICIES: OnceLock<Policies> = OnceLock::new();
@@ -195,7 +196,7 @@ mod tests {
     fn a_real_client_hello_seed_names_its_server() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/client_hello");
         let hello = std::fs::read(root.join("hello-secure.test")).unwrap();
-        let seen = crate::proxy::inspect::read_hello(&hello);
+        let seen = crate::judgement::client_hello::read_hello(&hello);
         assert_eq!(
             seen,
             Some(crate::policy::tls::FirstBytes::Tls {

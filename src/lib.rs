@@ -22,9 +22,16 @@
 //!   and reload.
 //! - [`policy`]: the pure policy core: raw file shapes, compiling, host names and
 //!   patterns, the narrowing relation, the decision, shared hosting, address classes.
-//! - `proxy`: the server: worker threads (a runtime each) accepting connections,
-//!   judging a request, answers, HTTP forwarding, `CONNECT` tunnels (relayed with
-//!   splice(2) on Linux, bulk bytes read in batches; copied elsewhere).
+//! - `judgement`: the judgement below every listener: the policies in force, the state
+//!   the listeners share, the order of judgement for one request, refusals, and the
+//!   audit records and counts of a decision. Where a new listener (SOCKS5) plugs in.
+//! - `workers`: the accept side: worker threads (a runtime each) accepting on the proxy
+//!   and transparent listeners.
+//! - `proxy`: the explicit HTTP proxy: connections, answers, HTTP forwarding, `CONNECT`
+//!   tunnels (relayed with splice(2) on Linux, bulk bytes read in batches; copied
+//!   elsewhere), interception.
+//! - `transparent`: the transparent listener (`--transparent-listen`): redirected
+//!   connections judged by their original destination and their first bytes.
 //! - `dns`: the DNS listener of confinement (`--dns-listen`): answers from the policy
 //!   alone, synthetic addresses for allowed names, `NXDOMAIN` and an audit record for
 //!   denied ones.
@@ -72,6 +79,7 @@ pub mod diff;
 pub(crate) mod dns;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
+pub(crate) mod judgement;
 pub mod lint;
 pub(crate) mod load;
 pub(crate) mod metrics;
@@ -84,3 +92,5 @@ pub mod serve;
 pub(crate) mod session;
 pub mod summary;
 pub mod tls;
+pub(crate) mod transparent;
+pub(crate) mod workers;

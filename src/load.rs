@@ -1,13 +1,15 @@
 //! Loading policies from files: the organization file, the proxy's `--policy`, and the
 //! `--resolve` pins. The one loader `serve`, `check` and reload all use, so the three can
-//! never disagree about what a file means.
+//! never disagree about what a file means. What it builds, the policies in force, is
+//! [`Policies`] (`crate::judgement::policies`).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
 
+use crate::judgement::Policies;
 use crate::net::resolve::parse_resolve_pin;
-use crate::policy::{check_narrowing, HostName, OrgPolicy, PolicyError, RequestPolicy, Widening};
+use crate::policy::{HostName, OrgPolicy, PolicyError, RequestPolicy};
 
 /// Why policies or pins did not load. Each message names the file or flag at fault.
 #[derive(Debug, thiserror::Error)]
@@ -29,55 +31,6 @@ pub enum LoadError {
     Credential(#[from] crate::secrets::CredentialError),
     #[error("--resolve {value}: {message}")]
     Pin { value: String, message: String },
-}
-
-/// The policies in force. A reload builds a new one and swaps it in whole, so a request
-/// sees either the old set or the new one, never a mix.
-#[derive(Debug)]
-pub struct Policies {
-    pub org: OrgPolicy,
-    /// `--policy`, when given: the level above every session.
-    pub proxy: Option<RequestPolicy>,
-    /// The request-level policy of a request without a session: `--policy`, or the
-    /// organization's default.
-    pub policy: RequestPolicy,
-    /// Set when a reload left `--policy` widening the new organization policy: every
-    /// request is refused with `policy_widening` until a reload fixes it
-    /// (docs/reference/control-plane.md, "Reload").
-    pub widening: Option<Widening>,
-    /// The values of the organization's `[[credentials]]`, read from their files.
-    pub credentials: crate::secrets::Credentials,
-}
-
-impl Policies {
-    /// The policies of `org` and `--policy`, with the widening state: `widening` is set
-    /// when `proxy` asks for more than `org` allows.
-    pub fn new(org: OrgPolicy, proxy: Option<RequestPolicy>) -> Policies {
-        let widening = proxy
-            .as_ref()
-            .and_then(|p| check_narrowing(&org, &[], p).err());
-        let policy = proxy
-            .clone()
-            .unwrap_or_else(|| org.default_policy().clone());
-        Policies {
-            org,
-            proxy,
-            policy,
-            widening,
-            credentials: Default::default(),
-        }
-    }
-}
-
-impl Policies {
-    /// The entries (organization, `--policy`, the default policy) whose tunnels are
-    /// intercepted: a proxy with any needs a CA (docs/reference/inspection.md).
-    pub fn inspected_entries(&self) -> Vec<String> {
-        let mut inspected = self.org.inspected_entries();
-        inspected.extend(self.proxy.iter().flat_map(|p| p.inspected_entries()));
-        inspected.extend(self.org.default_policy().inspected_entries());
-        inspected
-    }
 }
 
 /// Read a policy file (or the admin token file) as text.

@@ -13,12 +13,13 @@ use crate::audit::AuditLog;
 use crate::cli::ServeArgs;
 use crate::config::SessionStoreConfig;
 use crate::config::{AdminConfig, CaSource, ConfigError, ServeConfig};
+use crate::judgement::{tunnel_counts::TunnelCounts, Phase, Policies, State};
 use crate::load::{self, LoadError};
 use crate::metrics::Metrics;
 use crate::net::resolve::Resolver;
 use crate::net::synthetic::SyntheticNames;
-use crate::proxy::{self, State};
 use crate::session::{redis_store::RedisStore, MemoryStore, Store};
+use crate::workers::{self, Kind, Server};
 
 /// Why `serve` did not start. Each message names the file or flag at fault.
 #[derive(Debug, thiserror::Error)]
@@ -67,7 +68,7 @@ pub enum StartError {
 /// one it refuses to start, naming the entries (docs/reference/inspection.md).
 fn interception(
     args: &ServeConfig,
-    policies: &load::Policies,
+    policies: &Policies,
 ) -> Result<Option<Arc<crate::tls::Interception>>, StartError> {
     let Some(dir) = &args.ca else {
         let inspected = policies.inspected_entries();
@@ -272,9 +273,9 @@ pub async fn serve_with(
         audit,
         audit_allowed: args.audit_allowed,
         own,
-        tunnels: proxy::limits::TunnelCounts::new(args.max_tunnels_per_client),
+        tunnels: TunnelCounts::new(args.max_tunnels_per_client),
         limits: args.limits.clone(),
-        phase: tokio::sync::watch::Sender::new(proxy::Phase::Serving),
+        phase: tokio::sync::watch::Sender::new(Phase::Serving),
         synthetic: Arc::new(SyntheticNames::new()),
         interception,
         budgets: Default::default(),
@@ -314,13 +315,13 @@ pub async fn serve_with(
         }
         None => None,
     };
-    let workers = args.workers.unwrap_or_else(proxy::workers::default_workers);
-    let mut serving = vec![(listener, proxy::workers::Kind::Proxy)];
+    let workers = args.workers.unwrap_or_else(workers::default_workers);
+    let mut serving = vec![(listener, Kind::Proxy)];
     if let Some((listener, addr)) = transparent {
         eprintln!("egress-proxy: transparent listener on {addr}");
-        serving.push((listener, proxy::workers::Kind::Transparent));
+        serving.push((listener, Kind::Transparent));
     }
-    let server = proxy::Server::start(serving, state, workers)
+    let server = Server::start(serving, state, workers)
         .map_err(|source| StartError::Workers { workers, source })?;
     tracing::info!(workers, "worker threads started");
     eprintln!("egress-proxy: listening on {local}");

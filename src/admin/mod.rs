@@ -28,9 +28,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use crate::proxy::{Body, Phase, State};
+use crate::judgement::{Phase, State};
 use crate::session::constant_time_eq;
 use reload::Reloader;
+
+/// The body of every admin answer: whole, built before it is sent, so it never fails.
+pub type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 /// The largest request body the API reads.
 const MAX_BODY: usize = 256 * 1024;

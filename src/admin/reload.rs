@@ -15,9 +15,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::audit::{new_request_id, Record};
-use crate::load::{self, LoadError, Policies};
+use crate::judgement::{Policies, State};
+use crate::load::{self, LoadError};
 use crate::policy::{check_narrowing, Level, Reason, RequestPolicy};
-use crate::proxy::State;
 
 /// What a successful reload did.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -83,7 +83,7 @@ impl Reloader {
         let state = self.state.clone();
         let new = Arc::new(new);
         let uncovered = |policy: &RequestPolicy| {
-            let uppers: Vec<&RequestPolicy> = new.proxy.iter().collect();
+            let uppers: Vec<&RequestPolicy> = new.serve_policy.iter().collect();
             check_narrowing(&new.org, &uppers, policy)
                 .err()
                 .map(|w| w.offending)

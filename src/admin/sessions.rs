@@ -12,9 +12,8 @@ use hyper::{Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{empty, error, json_response, Admin};
+use super::{empty, error, json_response, Admin, Body};
 use crate::policy::{check_narrowing, RequestPolicy};
-use crate::proxy::Body;
 use crate::session::{CreateError, NewSession, StoreError, DEFAULT_IDLE_SECS, MAX_IDLE_SECS};
 
 /// The longest label kept.
@@ -65,7 +64,7 @@ pub async fn create(admin: &Admin, body: Value) -> Response<Body> {
     let state = &admin.state;
     let admit = |p: &RequestPolicy| {
         let policies = state.policies();
-        let uppers: Vec<&RequestPolicy> = policies.proxy.iter().collect();
+        let uppers: Vec<&RequestPolicy> = policies.serve_policy.iter().collect();
         check_narrowing(&policies.org, &uppers, p)
     };
     let (view, token) = match state.sessions.create(new, &admit).await {

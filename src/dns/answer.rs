@@ -11,11 +11,11 @@ use hickory_proto::rr::rdata::{A, PTR};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 
-use crate::load::Policies;
+use crate::judgement::judge::base_levels;
+use crate::judgement::refusal::Refusal;
+use crate::judgement::Policies;
 use crate::net::synthetic::SyntheticNames;
 use crate::policy::{decide_any_port, Effective, Host, HostName, Reason, Target, Verdict};
-use crate::proxy::judge::base_levels;
-use crate::proxy::refusal::Refusal;
 
 /// The TTL of an `A` answer: short, so a client asks again (and is judged again) soon
 /// after a reload narrows the policy.

@@ -29,11 +29,11 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::audit::Via;
+use crate::judgement::record::{audit_refusal, audit_would_deny, Asked, Client};
+use crate::judgement::refusal::Refusal;
+use crate::judgement::{Phase, State};
 use crate::metrics::Outcome;
 use crate::policy::Reason;
-use crate::proxy::record::{audit_refusal, audit_would_deny, Asked, Client};
-use crate::proxy::refusal::Refusal;
-use crate::proxy::{Phase, State};
 use answer::{answer, Answer, Ask, Judged};
 use recent::Recent;
 

@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::judgement::refusal::Refusal;
 use crate::policy::Reason;
-use crate::proxy::refusal::Refusal;
 
 /// How long a refusal stands for the same question from the same socket.
 pub const WINDOW: Duration = Duration::from_secs(2);

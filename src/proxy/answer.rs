@@ -11,8 +11,8 @@ use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::refusal::{Failure, Limit, Refusal, Stop};
 use super::Body;
+use crate::judgement::refusal::{Failure, Limit, Refusal, Stop};
 use crate::policy::Reason;
 
 /// The header that names the reason of every refusal.

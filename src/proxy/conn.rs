@@ -15,26 +15,27 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::record::{
+use super::{answer, forward, pool, preflight, tunnel, Body};
+use crate::audit::Via;
+use crate::judgement::judge;
+use crate::judgement::record::{
     audit_refusal, audit_refusal_detached, count, count_approved, plain_url, Asked, Client,
 };
-use super::refusal::{Limit, Refusal, Stop};
-use super::state::{Phase, State};
-use super::transparent::Redirected;
-use super::{answer, forward, judge, pool, preflight, tunnel, Body};
-use crate::audit::Via;
+use crate::judgement::refusal::{Limit, Refusal, Stop};
+use crate::judgement::request::split_host_port;
+use crate::judgement::{Phase, State};
 use crate::metrics::Outcome;
 
-/// Serve one client connection: the explicit proxy's, or (`redirected`) an HTTP/1
-/// connection the transparent listener took, whose requests are judged by where they
-/// were going.
+/// Serve one client connection: the explicit proxy's, or (`redirected`: the authority
+/// it was going to) an HTTP/1 connection the transparent listener took, whose requests
+/// are judged by where they were going.
 pub(crate) async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     state: Arc<State>,
     done: mpsc::Sender<()>,
     upstream: Arc<pool::Upstream>,
-    redirected: Option<Arc<Redirected>>,
+    redirected: Option<Arc<str>>,
 ) {
     let _ = stream.set_nodelay(true);
     let limits = &state.limits;
@@ -134,7 +135,7 @@ async fn refuse_before_request(
 /// `http://AUTHORITY/path` (the name a synthetic address stands for, or the literal
 /// address), whatever authority the request itself names. A `CONNECT` keeps its method
 /// and is refused by the judge: a redirected connection is one destination already.
-fn aimed<B>(req: Request<B>, to: &Redirected) -> Request<B> {
+fn aimed<B>(req: Request<B>, to: &str) -> Request<B> {
     let (mut parts, body) = req.into_parts();
     if parts.method == hyper::Method::CONNECT {
         // A target without a host: `invalid_request`, recorded as the `CONNECT` it was.
@@ -151,7 +152,7 @@ fn aimed<B>(req: Request<B>, to: &Redirected) -> Request<B> {
     } else {
         "/".to_string()
     };
-    parts.uri = format!("http://{}{path}", to.authority())
+    parts.uri = format!("http://{to}{path}")
         .parse()
         .unwrap_or_else(|_| hyper::Uri::from_static("/"));
     Request::from_parts(parts, body)
@@ -236,7 +237,7 @@ impl Drop for Unanswered {
             let mut refusal =
                 Refusal::malformed("the client closed before its request was answered");
             let authority = self.uri.authority().map(|a| a.as_str());
-            if let Some((host, port)) = authority.and_then(super::request::split_host_port) {
+            if let Some((host, port)) = authority.and_then(split_host_port) {
                 refusal.host = host.to_string();
                 refusal.port = port.unwrap_or(80);
             }

@@ -12,16 +12,17 @@ use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper::{Request, Response, StatusCode};
 
-use super::budget::{self, Budgeted};
+use super::budgeted::{admit_head, Budgeted};
 use super::head;
-use super::judge::Approved;
 use super::pool::{Lease, SendError, Upstream};
-use super::record::{
+use super::{answer, Body, BoxError};
+use crate::judgement::approved::Approved;
+use crate::judgement::budget;
+use crate::judgement::record::{
     audit_allowed, audit_cut, audit_refusal, count_approved, inspected_url, plain_url, Client,
 };
-use super::refusal::{Failure, Refusal};
-use super::state::State;
-use super::{answer, Body, BoxError};
+use crate::judgement::refusal::{Failure, Refusal};
+use crate::judgement::State;
 use crate::net::dial::DialError;
 
 pub use head::strip_hop_by_hop;
@@ -49,9 +50,7 @@ pub async fn forward(
     let (mut parts, body) = req.into_parts();
     head::rewrite(&mut parts, &approved);
     let head_up = head::wire_len(&parts, &body);
-    if let Err(refusal) =
-        budget::admit_head(&approved.budget, head_up, &parts.headers, &approved.target)
-    {
+    if let Err(refusal) = admit_head(&approved.budget, head_up, &parts.headers, &approved.target) {
         let refusal = refusal.in_session(&approved.session);
         return refuse(&state, &client, &refusal, url).await;
     }
@@ -180,7 +179,7 @@ struct AllowedRecord {
 
 impl AllowedRecord {
     /// The refusal of a request whose body the upload budget cut.
-    fn cut_refusal(&self) -> super::refusal::Refusal {
+    fn cut_refusal(&self) -> Refusal {
         let approved = &self.approved;
         let budget = approved.budget.budget().expect("only a budget cuts a body");
         let mut refusal = budget::refusal(&approved.target, budget)

@@ -15,7 +15,7 @@ use hyper::http::request::Parts;
 use hyper::http::uri::PathAndQuery;
 use hyper::{Method, Uri, Version};
 
-use super::judge::{Approved, Judged};
+use crate::judgement::approved::{Approved, Judged};
 use crate::policy::{Host, NormalPath};
 
 /// Headers that describe one hop and are never forwarded
@@ -33,7 +33,7 @@ static HOP_BY_HOP: LazyLock<[HeaderName; 10]> = LazyLock::new(|| {
         TRAILER,
         TRANSFER_ENCODING,
         UPGRADE,
-        HeaderName::from_static(super::request::NETWORK_POLICY_HEADER),
+        HeaderName::from_static(crate::judgement::request::NETWORK_POLICY_HEADER),
     ]
 });
 

@@ -22,13 +22,14 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use super::judge::{self, Approved};
 use super::pool::Upstream;
-use super::record::{audit_refusal, count, inspected_url, Asked, Client};
-use super::refusal::Stop;
-use super::state::State;
 use super::{answer, forward, Body};
 use crate::audit::Via;
+use crate::judgement::approved::Approved;
+use crate::judgement::judge;
+use crate::judgement::record::{audit_refusal, count, inspected_url, Asked, Client};
+use crate::judgement::refusal::Stop;
+use crate::judgement::State;
 use crate::metrics::Outcome;
 use crate::net::dial::CheckedAddr;
 

@@ -13,8 +13,8 @@ use hyper::Uri;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::refusal::Refusal;
-use super::request::split_host_port;
+use crate::judgement::refusal::Refusal;
+use crate::judgement::request::split_host_port;
 use crate::policy::{Host, Reason};
 
 /// The most headers a request may carry (hyper's own default limit).

@@ -18,10 +18,10 @@ use tokio::io::{copy_bidirectional, AsyncWriteExt};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 
-use super::budget::{self, Allowance};
 use super::idle::{Activity, Watched};
 #[cfg(target_os = "linux")]
 use super::splice;
+use crate::judgement::budget::{self, Allowance};
 
 /// The most bytes moved by one read and one write.
 pub const CHUNK: usize = 64 * 1024;

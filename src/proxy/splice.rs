@@ -27,9 +27,9 @@ use std::time::{Duration, Instant};
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-use super::budget;
 use super::idle::Activity;
 use super::relay::Way;
+use crate::judgement::budget;
 
 /// The pipe size asked for: the default 64 KiB pipe costs a pair of system calls per
 /// 64 KiB. An unprivileged process may be refused (past `/proc/sys/fs/pipe-max-size` or

@@ -3,7 +3,7 @@
 //! a refusal or an unreachable upstream is told with a status code and no tunnel ever
 //! opens for it. Once open, a `CONNECT` tunnel's first bytes are judged (TLS server
 //! name, `[tunnels]`) before any of them reaches upstream; a redirected connection's
-//! were judged before it was dialed (`super::transparent`).
+//! were judged before it was dialed (`crate::transparent`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -17,13 +17,13 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::idle::Activity;
-use super::judge::{Approved, Judged};
-use super::limits::TunnelSlot;
 use super::pool::Upstream;
-use super::record::{audit_allowed, audit_cut, audit_refusal, Client};
-use super::refusal::{Failure, Limit, Refusal};
-use super::state::{Phase, State};
-use super::{answer, budget, inspect, intercept, relay, Body};
+use super::{answer, intercept, relay, Body};
+use crate::judgement::approved::{Approved, Judged};
+use crate::judgement::record::{audit_allowed, audit_cut, audit_refusal, Client};
+use crate::judgement::refusal::{Failure, Limit, Refusal};
+use crate::judgement::tunnel_counts::TunnelSlot;
+use crate::judgement::{budget, client_hello, Phase, State};
 use crate::metrics::Metrics;
 use crate::net::dial::{dial, CheckedAddr, DialError};
 use crate::session::{tunnel_opened, until_ended, Session, TunnelGuard};
@@ -255,7 +255,7 @@ async fn relay(
                 let (target, tunnels) = (&approved.target, approved.policies.org.tunnels());
                 let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
                 let first =
-                    inspect::admit(&mut downstream, &upstream, target, tunnels, wait).await?;
+                    client_hello::admit(&mut downstream, &upstream, target, tunnels, wait).await?;
                 if intercepted {
                     // Each request inside pays the budget for its own body.
                     intercept::serve(downstream, first, upstream, dialed, inside(&state)).await;

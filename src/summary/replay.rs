@@ -100,7 +100,7 @@ pub fn replay(org: &Path, policy: Option<&Path>, files: &[PathBuf]) -> Result<Re
         let warnings = read::for_each_line(file, |line| groups.line(line))?;
         groups.warnings.extend(warnings);
     }
-    let levels = [&policies.policy];
+    let levels = [&policies.without_session];
     let eff = Effective {
         org: &policies.org,
         levels: &levels,

@@ -12,7 +12,7 @@ use super::refusal::Refusal;
 pub const NETWORK_POLICY_HEADER: &str = "x-network-policy";
 
 /// Refuse a request head larger than `max` bytes (`--max-header-bytes`, 431). The first
-/// head of a connection is measured before hyper reads it (`super::preflight`); this
+/// head of a connection is measured before hyper reads it (`crate::proxy::preflight`); this
 /// holds the later heads of a kept-alive connection to the same limit, counting the
 /// request target and every header as they appear on the wire.
 pub fn head_within<B>(req: &Request<B>, max: usize) -> Result<(), Refusal> {

@@ -6,7 +6,7 @@
 //! Bytes that can still become a request line or a ClientHello are undecided and
 //! waited on; they are never relayed.
 
-use super::inspect::{read_hello, TLS_HANDSHAKE};
+use crate::judgement::client_hello::{read_hello, TLS_HANDSHAKE};
 use crate::policy::tls::FirstBytes;
 
 /// What a redirected connection's first bytes are, as far as they go.

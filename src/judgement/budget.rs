@@ -4,22 +4,19 @@
 //!
 //! Bytes are granted after they are read from the client and before they are written
 //! upstream, so whatever does not fit is never sent: a request head is taken whole or
-//! refused, a tunnel relays exactly what fits and closes, a request body is cut. Granting is one atomic operation on the meter the
-//! session's requests and tunnels share, so concurrent takers never overspend.
+//! refused, a tunnel relays exactly what fits and closes, a request body is cut (the HTTP
+//! side of that is `crate::proxy::budgeted`). Granting is one atomic operation on the
+//! meter the session's requests and tunnels share, so concurrent takers never overspend.
 //!
 //! The meters are keyed by session id, here rather than in the session store, so the
 //! store can change (or live elsewhere) without losing what a session has spent.
 
 use std::collections::HashMap;
 use std::io;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use hyper::header::{HeaderMap, CONTENT_LENGTH};
 use hyper::{Method, Request};
 
@@ -175,7 +172,8 @@ pub fn is_spent(e: &(dyn std::error::Error + 'static)) -> bool {
 /// Step 8 of the order of judgement (docs/reference/answers.md): refuse, before
 /// anything is sent (and before any lookup), a request whose declared body would go
 /// past what is left, a request or tunnel when nothing is left. What a request's head
-/// costs is known only once it is built for upstream: [`admit_head`] takes it then.
+/// costs is known only once it is built for upstream: `crate::proxy::budgeted::admit_head`
+/// takes it then.
 pub(crate) fn admit<B>(
     req: &Request<B>,
     allowance: &Allowance,
@@ -199,34 +197,8 @@ pub(crate) fn admit<B>(
     }
 }
 
-/// Take the bytes of a request head built for upstream (`head` bytes, as
-/// [`super::head::wire_len`] counts them), all or nothing, before any of it is sent.
-/// Refused when the head, with the body its `headers` declare, does not fit what is
-/// left. Without a budget the head is counted all the same.
-pub(crate) fn admit_head(
-    allowance: &Allowance,
-    head: u64,
-    headers: &HeaderMap,
-    target: &Target,
-) -> Result<(), Refusal> {
-    let Some(budget) = allowance.budget() else {
-        allowance.grant_whole(head);
-        return Ok(());
-    };
-    let left = allowance.remaining().unwrap_or(0);
-    let body = declared_length(headers).unwrap_or(0);
-    if head.saturating_add(body) <= left && allowance.grant_whole(head) {
-        return Ok(());
-    }
-    let why = match body {
-        0 => format!("the request head ({head} bytes) is more than the {left} bytes left of the upload budget"),
-        _ => format!("the request head and body ({head} + {body} bytes) are more than the {left} bytes left of the upload budget"),
-    };
-    Err(refusal(target, budget).with_detail(why))
-}
-
 /// A request's `Content-Length`, when it declares one that parses.
-fn declared_length(headers: &HeaderMap) -> Option<u64> {
+pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
     headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -304,84 +276,6 @@ impl Budgets {
         entry.used = now;
         entry.session = Arc::downgrade(s);
         entry.meter.clone()
-    }
-}
-
-/// A request body that draws its bytes from an [`Allowance`]: a data frame that does
-/// not fit is cut to what does, and the body then fails with [`Spent`], so the upstream
-/// request is never complete (hyper aborts it). Bytes granted are added to `sent`;
-/// `cut` is set once the body is cut.
-pub struct Budgeted<B> {
-    pub inner: B,
-    pub allowance: Allowance,
-    pub sent: Arc<AtomicU64>,
-    pub cut: Arc<AtomicBool>,
-    /// The failure is held back for one poll after the cut frame, so hyper writes that
-    /// frame out (it flushes when the body is not ready) before it aborts the request.
-    held: bool,
-}
-
-impl<B> Budgeted<B> {
-    pub fn new(inner: B, allowance: Allowance, sent: Arc<AtomicU64>, cut: Arc<AtomicBool>) -> Self {
-        Budgeted {
-            inner,
-            allowance,
-            sent,
-            cut,
-            held: false,
-        }
-    }
-}
-
-impl<B> HttpBody for Budgeted<B>
-where
-    B: HttpBody<Data = Bytes> + Unpin,
-    B::Error: Into<crate::proxy::BoxError>,
-{
-    type Data = Bytes;
-    type Error = crate::proxy::BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        if self.cut.load(Ordering::Relaxed) {
-            if !std::mem::replace(&mut self.held, true) {
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
-            return Poll::Ready(Some(Err(Box::new(Spent))));
-        }
-        let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => frame,
-            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
-            Poll::Ready(None) => return Poll::Ready(None),
-            Poll::Pending => return Poll::Pending,
-        };
-        let mut data = match frame.into_data() {
-            Ok(data) => data,
-            // Trailers are a head, not body bytes: not counted.
-            Err(frame) => return Poll::Ready(Some(Ok(frame))),
-        };
-        let granted = self.allowance.grant(data.len());
-        self.sent.fetch_add(granted as u64, Ordering::Relaxed);
-        if granted < data.len() {
-            self.cut.store(true, Ordering::Relaxed);
-            if granted == 0 {
-                self.held = true;
-                return Poll::Ready(Some(Err(Box::new(Spent))));
-            }
-            data.truncate(granted);
-        }
-        Poll::Ready(Some(Ok(Frame::data(data))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        !self.cut.load(Ordering::Relaxed) && self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 

@@ -1,6 +1,9 @@
-//! Reading the first bytes of a `CONNECT` tunnel without terminating TLS: the client's
-//! ClientHello is parsed by rustls's `Acceptor` (nothing is answered to the client) and
-//! the bytes are handed on unchanged once the tunnel is judged.
+//! Reading a tunnel's first bytes without terminating TLS: the client's ClientHello is
+//! parsed by rustls's `Acceptor` (nothing is answered to the client) and the bytes are
+//! handed on unchanged once the tunnel is judged. Used by every listener that opens
+//! tunnels: a `CONNECT`'s first bytes ([`admit`]), and the transparent listener's peek
+//! before it dials ([`read_hello`]). Not interception: that is `crate::proxy::intercept`
+//! and `crate::tls`.
 
 use std::time::Duration;
 

@@ -1,5 +1,7 @@
 //! The accept side: one single-threaded runtime per worker thread, each accepting on its
-//! own handle of the one listening socket.
+//! own handle of every listening socket of the request path (the explicit proxy's,
+//! `crate::proxy`, and the transparent one's, `crate::transparent`). It sits above both,
+//! so neither listener needs the other to be served.
 //!
 //! With tokio's shared multi-threaded scheduler, a proxied request hops between threads:
 //! the client connection's task on one worker, the pooled upstream connection's task on
@@ -19,10 +21,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 
-use super::conn::{refuse_over_limit, serve_connection};
-use super::pool::{sweep_every, Upstream};
-use super::state::{Phase, State};
-use super::transparent::serve_redirected;
+use crate::judgement::{Phase, State};
+use crate::proxy::conn::{refuse_over_limit, serve_connection};
+use crate::proxy::pool::{sweep_every, Upstream};
+use crate::transparent::serve_redirected;
 
 /// What a listener serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

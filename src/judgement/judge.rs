@@ -9,44 +9,20 @@ use std::time::Instant;
 
 use hyper::{Request, StatusCode};
 
-use super::budget::{self, Allowance};
-use super::record::{audit_would_deny, plain_url, Client};
+use super::approved::{Approved, Judged};
+use super::budget;
+use super::policies::Policies;
+use super::record::{audit_would_deny, inspected_url, plain_url, Client};
 use super::refusal::{Failure, Refusal, Stop};
 use super::request;
 use super::state::State;
-use crate::load::Policies;
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
 use crate::policy::{
     check_narrowing, decide, decide_request, upload_budget, Budget, Decision, Effective, Host,
-    Http, NormalPath, Reason, RequestPolicy, Verdict,
+    Http, Reason, RequestPolicy, Verdict,
 };
 use crate::session::{self, AuthError, Session};
-
-/// A request the policy allowed, with the addresses that passed the address check.
-#[derive(Debug)]
-pub struct Approved {
-    pub target: Target,
-    pub addrs: Vec<CheckedAddr>,
-    pub decision: Decision,
-    /// The policies it was decided with: whatever is judged later for this request (a
-    /// tunnel's first bytes) is judged by these, even across a reload.
-    pub policies: Arc<Policies>,
-    /// The session the request runs under: its tunnels close when it ends.
-    pub session: Option<Arc<Session>>,
-    /// When the request was allowed, for the decision-to-first-byte latency.
-    pub decided_at: Instant,
-    /// A request read inside an intercepted tunnel goes upstream over TLS verified for
-    /// this name (the `CONNECT` host); `None` for plain HTTP and for tunnels.
-    pub upstream_tls: Option<Arc<str>>,
-    /// The request's `X-Network-Policy`: a `CONNECT`'s narrows every request read
-    /// inside its tunnel when it is intercepted.
-    pub header: Option<RequestPolicy>,
-    /// How rules judged it: the path to send upstream, or a tunnel to intercept.
-    pub judged: Judged,
-    /// What it may send upstream: its session's (or the proxy's) upload budget.
-    pub budget: Allowance,
-}
 
 /// Judge `req`: Ok with the approved addresses, or why it stops.
 pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Result<Approved, Stop> {
@@ -121,7 +97,7 @@ pub async fn judge_inner<B>(
     };
     let (decision, judged, limit) = decide_levels(&eff, &target, &Asking::of(req)).map_err(tag)?;
     drop(levels);
-    let url = || Some(super::record::inspected_url(req, &target));
+    let url = || Some(inspected_url(req, &target));
     settle(&decision, &target, &session, state, client, url).await?;
     // The tunnel's session (or the proxy) pays for what each request inside sends.
     let allowance = state.budgets.allowance(session.as_ref(), limit);
@@ -191,17 +167,6 @@ impl<'r> Asking<'r> {
     }
 }
 
-/// How a request was judged beyond its host and port.
-#[derive(Debug, Clone)]
-pub enum Judged {
-    /// No entry that matched had rules: the request goes on as it came.
-    Whole,
-    /// Its path was judged in this normalised form, which is what upstream is sent.
-    Path(NormalPath),
-    /// A tunnel whose requests must be judged one by one (intercepted).
-    Intercept,
-}
-
 /// Step 4: the decision under the levels in `eff`. Where an entry matching the destination
 /// has rules (docs/reference/policy-files.md, "Entries with rules"), a request is judged
 /// by its method and normalised path too (a path that does not normalise is
@@ -248,7 +213,8 @@ async fn settle(
             .into()),
         Verdict::WouldDeny(reason) => {
             let would = Refusal::from_decision(decision, reason, target).in_session(session);
-            // Boxed for the same reason as the denial's record in `conn::handle`.
+            // Boxed for the same reason as the denial's record in `crate::proxy::conn`'s
+            // `handle`: the wait for room in the audit queue stays out of the hot future.
             Box::pin(audit_would_deny(state, client, &would, url())).await;
             Ok(())
         }
@@ -334,7 +300,7 @@ async fn credentials<B>(
 /// and policy snapshot.
 fn covered(session: &Session, policies: &Arc<Policies>, target: &Target) -> Result<(), Refusal> {
     session.covered_under(policies, || {
-        let uppers: Vec<&RequestPolicy> = policies.proxy.iter().collect();
+        let uppers: Vec<&RequestPolicy> = policies.serve_policy.iter().collect();
         check_narrowing(&policies.org, &uppers, &session.policy).map_err(|w| {
             let what = "the session's policy widens this proxy's policy";
             Refusal::widening(target, &w, what)
@@ -356,7 +322,7 @@ pub(crate) fn base_levels<'a>(
         return Err(Refusal::widening(target, widening, what));
     }
     Ok(match session {
-        Some(s) => policies.proxy.iter().chain([&s.policy]).collect(),
-        None => vec![&policies.policy],
+        Some(s) => policies.serve_policy.iter().chain([&s.policy]).collect(),
+        None => vec![&policies.without_session],
     })
 }

@@ -11,7 +11,8 @@ use crate::policy::{Decision, Level, Reason, Target, Widening};
 use crate::session::{AuthError, Session};
 
 /// Which limit a `limit_exceeded` or oversized request ran into: the reasons are one
-/// closed set, but the answer's status tells these apart (see [`super::answer::status`]).
+/// closed set, but the HTTP answer's status tells these apart (`crate::proxy::answer`'s
+/// `status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Limit {
     /// Per client or per session (429).

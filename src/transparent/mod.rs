@@ -7,11 +7,11 @@
 //! `IP6T_SO_ORIGINAL_DST`). A synthetic address (one the DNS listener handed out) stands
 //! for its name; any other address is judged as that IP destination, whatever name the
 //! client sends: a name never rescues a literal address. The first bytes are peeked,
-//! never consumed, until they are decided ([`super::opening`]), however the client split
+//! never consumed, until they are decided ([`opening`]), however the client split
 //! its writes:
 //!
 //! - an HTTP/1 request line (after any empty lines) goes to the connection code
-//!   (`super::conn`) with its target set from the original destination, so its head is
+//!   (`crate::proxy::conn`) with its target set from the original destination, so its head is
 //!   judged as `http://NAME:PORT/path` would be (a `Host` naming another authority is
 //!   `host_mismatch`) and forwarded as hyper read it;
 //! - a whole ClientHello, bytes that can become neither, or a client of a synthetic
@@ -23,6 +23,8 @@
 //! - bytes still undecided at `--header-timeout` are never relayed: an unfinished
 //!   ClientHello is refused, an unfinished request line closed.
 
+pub(crate) mod opening;
+
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -33,22 +35,25 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::inspect::{MAX_HELLO_BYTES, TLS_HANDSHAKE};
-use super::judge;
-use super::opening::{self, Opening};
-use super::record::{audit_refusal, count, count_approved, Asked, Client};
-use super::refusal::{Refusal, Stop};
-use super::state::State;
-use super::{conn, pool, tunnel};
+use opening::{classify, Opening};
+
 use crate::audit::Via;
+use crate::judgement::client_hello::{MAX_HELLO_BYTES, TLS_HANDSHAKE};
+use crate::judgement::judge;
+use crate::judgement::record::{audit_refusal, count, count_approved, Asked, Client};
+use crate::judgement::refusal::{Refusal, Stop};
+use crate::judgement::State;
 use crate::metrics::Outcome;
 use crate::net::synthetic::SyntheticNames;
 use crate::policy::tls::{judge_first_bytes, FirstBytes};
 use crate::policy::{Host, HostName, Reason, Target, Verdict};
+// The one dependency on the HTTP proxy: an HTTP connection is served by its connection
+// code, and a tunnel by its tunnel code (relay, idle watch, interception).
+use crate::proxy::{conn, pool, tunnel};
 
 /// Where a redirected connection was going.
 #[derive(Debug, Clone)]
-pub(crate) struct Redirected {
+struct Redirected {
     /// The original destination.
     pub orig: SocketAddr,
     /// The name a synthetic `orig` stands for.
@@ -57,7 +62,7 @@ pub(crate) struct Redirected {
 
 impl Redirected {
     /// The authority it is judged by: `NAME:PORT`, or the literal address.
-    pub fn authority(&self) -> String {
+    fn authority(&self) -> String {
         match &self.name {
             Some(name) => format!("{name}:{}", self.orig.port()),
             None => SocketAddr::new(self.orig.ip().to_canonical(), self.orig.port()).to_string(),
@@ -129,7 +134,7 @@ enum Peeked {
     Gone,
 }
 
-/// Peek (never consume) until the first bytes are decided ([`opening::classify`]). A
+/// Peek (never consume) until the first bytes are decided ([`classify`]). A
 /// client that sends nothing for `silence` has a server that speaks first; once it has
 /// sent a byte, it has until `timeout` to finish a request line or a ClientHello, or
 /// `max_head` bytes of a request line (the connection code then refuses the head).
@@ -153,7 +158,7 @@ async fn peek_first(
         };
         // A byte has come: the silence no longer counts, only the header timeout.
         wait = deadline;
-        match opening::classify(&buf[..n]) {
+        match classify(&buf[..n]) {
             Opening::Http => return Peeked::Http,
             Opening::Tunnel(first) => return Peeked::Tunnel(first),
             Opening::Undecided if n >= max_head && buf[0] != TLS_HANDSHAKE => return Peeked::Http,
@@ -233,8 +238,8 @@ pub(crate) async fn serve_redirected(
             tracing::info!(client = %peer, timeout = ?limits.header_timeout, "closed a redirected connection that finished no request line in time");
         }
         Peeked::Http => {
-            let redirected = Some(Arc::new(redirected));
-            conn::serve_connection(stream, peer, state, done, upstream, redirected).await
+            let aimed_at = Some(Arc::from(redirected.authority()));
+            conn::serve_connection(stream, peer, state, done, upstream, aimed_at).await
         }
         Peeked::Tunnel(first) => {
             tunnel_redirected(stream, peer, redirected, first, state, done, upstream).await

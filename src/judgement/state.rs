@@ -1,4 +1,4 @@
-//! What every connection shares: the policies in force, the session store, the resolver,
+//! What every listener shares: the policies in force, the session store, the resolver,
 //! the audit log, the limits, and the server's phase.
 
 use std::net::SocketAddr;
@@ -8,9 +8,9 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::budget::Budgets;
-use super::limits::TunnelCounts;
+use super::policies::Policies;
+use super::tunnel_counts::TunnelCounts;
 use crate::audit::AuditLog;
-use crate::load::Policies;
 use crate::metrics::Metrics;
 use crate::net::resolve::Resolver;
 use crate::net::synthetic::SyntheticNames;

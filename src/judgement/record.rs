@@ -7,12 +7,12 @@ use std::net::SocketAddr;
 
 use hyper::{Method, Request};
 
-use super::judge::Approved;
+use super::approved::Approved;
 use super::refusal::Refusal;
 use super::state::State;
 use crate::audit::{clip_url, new_request_id, Record, Via};
 use crate::metrics::Outcome;
-use crate::policy::{Level, Verdict};
+use crate::policy::{Level, Target, Verdict};
 
 /// What is being answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,7 +101,7 @@ pub fn plain_url<B>(req: &Request<B>) -> Option<String> {
 /// The URL of a request read inside an intercepted tunnel, for the audit record:
 /// `https://` and the tunnel's authority, then the request's path and query (cut as
 /// every recorded URL is).
-pub fn inspected_url<B>(req: &Request<B>, target: &crate::policy::Target) -> String {
+pub fn inspected_url<B>(req: &Request<B>, target: &Target) -> String {
     let authority = match target.port {
         443 => target
             .host

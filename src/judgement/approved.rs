@@ -1,0 +1,49 @@
+//! What the judgement of an allowed request hands its listener: the [`Approved`]
+//! request, its checked addresses, and how its rules judged it ([`Judged`]). Its own
+//! module so that the judge (which makes it) and the records (which read it) both
+//! depend on it and not on each other.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::budget::Allowance;
+use super::policies::Policies;
+use crate::net::dial::CheckedAddr;
+use crate::policy::{Decision, NormalPath, RequestPolicy, Target};
+use crate::session::Session;
+
+/// A request the policy allowed, with the addresses that passed the address check.
+#[derive(Debug)]
+pub struct Approved {
+    pub target: Target,
+    pub addrs: Vec<CheckedAddr>,
+    pub decision: Decision,
+    /// The policies it was decided with: whatever is judged later for this request (a
+    /// tunnel's first bytes) is judged by these, even across a reload.
+    pub policies: Arc<Policies>,
+    /// The session the request runs under: its tunnels close when it ends.
+    pub session: Option<Arc<Session>>,
+    /// When the request was allowed, for the decision-to-first-byte latency.
+    pub decided_at: Instant,
+    /// A request read inside an intercepted tunnel goes upstream over TLS verified for
+    /// this name (the `CONNECT` host); `None` for plain HTTP and for tunnels.
+    pub upstream_tls: Option<Arc<str>>,
+    /// The request's `X-Network-Policy`: a `CONNECT`'s narrows every request read
+    /// inside its tunnel when it is intercepted.
+    pub header: Option<RequestPolicy>,
+    /// How rules judged it: the path to send upstream, or a tunnel to intercept.
+    pub judged: Judged,
+    /// What it may send upstream: its session's (or the proxy's) upload budget.
+    pub budget: Allowance,
+}
+
+/// How a request was judged beyond its host and port.
+#[derive(Debug, Clone)]
+pub enum Judged {
+    /// No entry that matched had rules: the request goes on as it came.
+    Whole,
+    /// Its path was judged in this normalised form, which is what upstream is sent.
+    Path(NormalPath),
+    /// A tunnel whose requests must be judged one by one (intercepted).
+    Intercept,
+}

@@ -1,0 +1,54 @@
+//! The policies in force: the snapshot every listener judges by. `crate::load` builds
+//! one from the files; a reload builds another and swaps it in whole.
+
+use crate::policy::{check_narrowing, OrgPolicy, RequestPolicy, Widening};
+
+/// The policies in force. A reload builds a new one and swaps it in whole
+/// ([`super::State::swap_policies`]), so a request sees either the old set or the new
+/// one, never a mix.
+#[derive(Debug)]
+pub struct Policies {
+    pub org: OrgPolicy,
+    /// `serve --policy`, when given: the level above every session.
+    pub serve_policy: Option<RequestPolicy>,
+    /// The request-level policy of a request without a session: `--policy`, or the
+    /// organization's default.
+    pub without_session: RequestPolicy,
+    /// Set when a reload left `--policy` widening the new organization policy: every
+    /// request is refused with `policy_widening` until a reload fixes it
+    /// (docs/reference/control-plane.md, "Reload").
+    pub widening: Option<Widening>,
+    /// The values of the organization's `[[credentials]]`, read from their files.
+    pub credentials: crate::secrets::Credentials,
+}
+
+impl Policies {
+    /// The policies of `org` and `--policy`, with the widening state: `widening` is set
+    /// when `serve_policy` asks for more than `org` allows.
+    pub fn new(org: OrgPolicy, serve_policy: Option<RequestPolicy>) -> Policies {
+        let widening = serve_policy
+            .as_ref()
+            .and_then(|p| check_narrowing(&org, &[], p).err());
+        let without_session = serve_policy
+            .clone()
+            .unwrap_or_else(|| org.default_policy().clone());
+        Policies {
+            org,
+            serve_policy,
+            without_session,
+            widening,
+            credentials: Default::default(),
+        }
+    }
+}
+
+impl Policies {
+    /// The entries (organization, `--policy`, the default policy) whose tunnels are
+    /// intercepted: a proxy with any needs a CA (docs/reference/inspection.md).
+    pub fn inspected_entries(&self) -> Vec<String> {
+        let mut inspected = self.org.inspected_entries();
+        inspected.extend(self.serve_policy.iter().flat_map(|p| p.inspected_entries()));
+        inspected.extend(self.org.default_policy().inspected_entries());
+        inspected
+    }
+}

@@ -1,0 +1,122 @@
+//! An upload budget on an HTTP request's way upstream (docs/reference/policy-files.md,
+//! "Upload budget"): its head, taken whole or refused once it is built for upstream, and
+//! its body, cut where the [`Allowance`] ends. The meters and the step of the judgement
+//! that refuses before anything is sent are `crate::judgement::budget`'s.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use hyper::header::HeaderMap;
+
+use super::BoxError;
+use crate::judgement::budget::{declared_length, refusal, Allowance, Spent};
+use crate::judgement::refusal::Refusal;
+use crate::policy::Target;
+
+/// Take the bytes of a request head built for upstream (`head` bytes, as
+/// [`super::head::wire_len`] counts them), all or nothing, before any of it is sent.
+/// Refused when the head, with the body its `headers` declare, does not fit what is
+/// left. Without a budget the head is counted all the same.
+pub(crate) fn admit_head(
+    allowance: &Allowance,
+    head: u64,
+    headers: &HeaderMap,
+    target: &Target,
+) -> Result<(), Refusal> {
+    let Some(budget) = allowance.budget() else {
+        allowance.grant_whole(head);
+        return Ok(());
+    };
+    let left = allowance.remaining().unwrap_or(0);
+    let body = declared_length(headers).unwrap_or(0);
+    if head.saturating_add(body) <= left && allowance.grant_whole(head) {
+        return Ok(());
+    }
+    let why = match body {
+        0 => format!("the request head ({head} bytes) is more than the {left} bytes left of the upload budget"),
+        _ => format!("the request head and body ({head} + {body} bytes) are more than the {left} bytes left of the upload budget"),
+    };
+    Err(refusal(target, budget).with_detail(why))
+}
+
+/// A request body that draws its bytes from an [`Allowance`]: a data frame that does
+/// not fit is cut to what does, and the body then fails with [`Spent`], so the upstream
+/// request is never complete (hyper aborts it). Bytes granted are added to `sent`;
+/// `cut` is set once the body is cut.
+pub struct Budgeted<B> {
+    pub inner: B,
+    pub allowance: Allowance,
+    pub sent: Arc<AtomicU64>,
+    pub cut: Arc<AtomicBool>,
+    /// The failure is held back for one poll after the cut frame, so hyper writes that
+    /// frame out (it flushes when the body is not ready) before it aborts the request.
+    held: bool,
+}
+
+impl<B> Budgeted<B> {
+    pub fn new(inner: B, allowance: Allowance, sent: Arc<AtomicU64>, cut: Arc<AtomicBool>) -> Self {
+        Budgeted {
+            inner,
+            allowance,
+            sent,
+            cut,
+            held: false,
+        }
+    }
+}
+
+impl<B> HttpBody for Budgeted<B>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.cut.load(Ordering::Relaxed) {
+            if !std::mem::replace(&mut self.held, true) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            return Poll::Ready(Some(Err(Box::new(Spent))));
+        }
+        let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => frame,
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
+        };
+        let mut data = match frame.into_data() {
+            Ok(data) => data,
+            // Trailers are a head, not body bytes: not counted.
+            Err(frame) => return Poll::Ready(Some(Ok(frame))),
+        };
+        let granted = self.allowance.grant(data.len());
+        self.sent.fetch_add(granted as u64, Ordering::Relaxed);
+        if granted < data.len() {
+            self.cut.store(true, Ordering::Relaxed);
+            if granted == 0 {
+                self.held = true;
+                return Poll::Ready(Some(Err(Box::new(Spent))));
+            }
+            data.truncate(granted);
+        }
+        Poll::Ready(Some(Ok(Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        !self.cut.load(Ordering::Relaxed) && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
