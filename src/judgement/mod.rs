@@ -49,3 +49,6 @@ pub mod tunnel_counts;
 
 pub use policies::Policies;
 pub use state::{Limits, Phase, State};
+
+#[cfg(test)]
+mod layering_tests;
