@@ -5,7 +5,7 @@
 //! # Public API
 //!
 //! What the binary, the benches and the fuzz targets use: [`cli`] (the argument types),
-//! [`serve::run`], [`check::run`], [`lint`], [`summary`], [`diff`], the pure [`policy`]
+//! [`serve::run`], [`check::run`], [`lint`], [`review`], [`diff`], the pure [`policy`]
 //! core, and `fuzzing` behind its feature. Everything else is `pub(crate)`.
 //!
 //! # Layout
@@ -47,7 +47,7 @@
 //!   the jail, its first process, the nftables rulesets) and `rules` (the sidecar's).
 //! - [`check`]: `check`: deciding targets offline with the proxy's decision code.
 //! - [`lint`]: `lint`: rules over policy files -> findings -> text, JSON or SARIF.
-//! - [`summary`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML;
+//! - [`review`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML;
 //!   `audit suggest` (a request policy from the traffic logged) and `audit replay`
 //!   (logged attempts decided again under other policies).
 //! - [`diff`]: `diff`: what a policy change opens and closes, by the covering relation,
@@ -78,9 +78,9 @@ pub(crate) mod metrics;
 pub(crate) mod net;
 pub mod policy;
 pub(crate) mod proxy;
+pub mod review;
 pub mod run;
 pub(crate) mod secrets;
 pub mod serve;
 pub(crate) mod session;
-pub mod summary;
 pub mod tls;

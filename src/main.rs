@@ -147,14 +147,14 @@ fn lint(args: &LintArgs) -> ExitCode {
 }
 
 fn summarize(args: &SummarizeArgs) -> ExitCode {
-    let summary = match egress_proxy::summary::summarize(&args.files, args.since.as_deref()) {
+    let summary = match egress_proxy::review::summarize(&args.files, args.since.as_deref()) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
     let output = match args.format {
-        SummaryFormat::Text => egress_proxy::summary::text::render(&summary),
+        SummaryFormat::Text => egress_proxy::review::text::render(&summary),
         SummaryFormat::Json => serde_json::to_string_pretty(&summary).expect("serialisable") + "\n",
-        SummaryFormat::Html => egress_proxy::summary::html::render(&summary),
+        SummaryFormat::Html => egress_proxy::review::html::render(&summary),
     };
     match emit(&output) {
         Ok(()) => ExitCode::SUCCESS,
@@ -187,7 +187,7 @@ fn diff(args: &DiffArgs) -> ExitCode {
 }
 
 fn suggest(args: &SuggestArgs) -> ExitCode {
-    use egress_proxy::summary::suggest;
+    use egress_proxy::review::suggest;
     let s = match suggest::run(&args.org, &args.files) {
         Ok(s) => s,
         Err(e) => return fail(e),
@@ -203,7 +203,7 @@ fn suggest(args: &SuggestArgs) -> ExitCode {
 }
 
 fn replay(args: &ReplayArgs) -> ExitCode {
-    use egress_proxy::summary::replay;
+    use egress_proxy::review::replay;
     let r = match replay::replay(&args.org, args.policy.as_deref(), &args.files) {
         Ok(r) => r,
         Err(e) => return fail(e),
