@@ -46,3 +46,48 @@ fn at_least(name: &'static str, value: usize, min: usize) -> Result<usize, Confi
     }
     Ok(value)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    /// Every `.rs` file under `dir`.
+    fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("src is readable") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// The command line is a leaf and only `main` and `config` read it
+    /// (docs/ARCHITECTURE.md, the layers): a `use crate::` in `cli/`, or a `cli::` type
+    /// taken by any other module, fails here.
+    #[test]
+    fn cli_imports_nothing_and_only_config_and_main_read_it() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        assert!(files.len() > 50, "found the sources: {files:?}");
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("a source file");
+            let rel = file.strip_prefix(&src).expect("under src");
+            if rel.starts_with("cli") {
+                assert!(
+                    !text.contains("crate::"),
+                    "{} imports the crate",
+                    rel.display()
+                );
+            } else if !rel.starts_with("config") && rel != Path::new("main.rs") {
+                assert!(
+                    !text.contains("cli::"),
+                    "{} reads a command-line type",
+                    rel.display()
+                );
+            }
+        }
+    }
+}
