@@ -5,8 +5,9 @@
 //! # Public API
 //!
 //! What the binary, the benches and the fuzz targets use: [`cli`] (the argument types),
-//! [`serve::run`], [`check::run`], [`lint`], [`review`], [`diff`], the pure [`policy`]
-//! core, and `fuzzing` behind its feature. Everything else is `pub(crate)`.
+//! [`config`] (each command's validated configuration), [`serve::run`], [`check::run`],
+//! [`lint`], [`review`], [`diff`], the pure [`policy`] core, and `fuzzing` behind its
+//! feature. Everything else is `pub(crate)`.
 //!
 //! # Layout
 //!
@@ -16,8 +17,9 @@
 //! (audit + answer) or allow (resolve -> check address -> dial that address -> forward or
 //! tunnel).
 //!
-//! - `config`: `serve`'s flags, validated once into a config value before anything is
-//!   read or bound.
+//! - [`config`]: each command's arguments (the [`cli`] types) validated into its
+//!   configuration before anything is read or bound; the only reader of [`cli`] below
+//!   the binary.
 //! - `load`: the one loader of policy files and `--resolve` pins, for `serve`, `check`
 //!   and reload.
 //! - [`policy`]: the pure policy core: raw file shapes, compiling, host names and
@@ -52,7 +54,8 @@
 //!   (logged attempts decided again under other policies).
 //! - [`diff`]: `diff`: what a policy change opens and closes, by the covering relation,
 //!   as text, markdown, JSON or SARIF.
-//! - [`cli`]: command-line argument types.
+//! - [`cli`]: command-line argument types, a leaf: the flags several commands take are
+//!   declared once and flattened into each.
 //! - `fuzzing` (only with the `fuzzing` feature, and in the library's tests): the entry
 //!   points of the fuzz targets in `fuzz/`, and the replay of their corpus.
 
@@ -67,7 +70,7 @@ pub(crate) mod admin;
 pub(crate) mod audit;
 pub mod check;
 pub mod cli;
-pub(crate) mod config;
+pub mod config;
 pub mod diff;
 pub(crate) mod dns;
 #[cfg(any(test, feature = "fuzzing"))]
