@@ -15,7 +15,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::admin::{allowlist, org, proxy_with, ADMIN_TOKEN};
 use crate::fleet::replica_for;
 use crate::support::admin::Created;
 use crate::support::client::{connect_via_proxy, Response};
@@ -23,6 +22,7 @@ use crate::support::expect::{assert_denied_response, Denial};
 use crate::support::org::Org;
 use crate::support::proxy::{Proxy, ProxyBuilder};
 use crate::support::redis::RedisServer;
+use crate::support::sessions::{allowlist, org, proxy_with, ADMIN_TOKEN};
 use crate::support::tls::Testbed;
 
 /// The sessions' idle timeout, in seconds.

@@ -8,12 +8,12 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 
 use super::{org, upstream, Jail};
-use crate::admin::ADMIN_TOKEN;
 use crate::support::admin::metric;
 use crate::support::client::connect_via_proxy;
 use crate::support::dns_client::{dns_listener, query, TcpClient, UdpClient};
 use crate::support::expect::{assert_denied_response, Denial};
 use crate::support::proxy::{free_port, ProxyBuilder};
+use crate::support::sessions::ADMIN_TOKEN;
 
 #[tokio::test]
 async fn malformed_messages_get_formerr_or_nothing_and_other_opcodes_notimp() {
