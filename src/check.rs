@@ -13,9 +13,8 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::cli::{CheckArgs, CheckFormat};
+use crate::config::CheckConfig;
 use crate::load::{self, LoadError};
-use crate::policy::rules::valid_method;
 use crate::policy::{
     check_address, explain_request, normalize_path, Decision, Effective, Host, Http, Match,
     OrgPolicy, RequestPolicy, SharedHostingAction, Step, Target, VerdictKind,
@@ -28,8 +27,13 @@ pub enum CheckError {
     Load(#[from] LoadError),
     #[error("target {target:?}: {message}")]
     Target { target: String, message: String },
-    #[error("--method {0:?}: a method is an upper-case name such as GET or POST")]
-    Method(String),
+}
+
+/// How `check` prints its results (`--format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
 }
 
 /// One decided target.
@@ -73,13 +77,10 @@ impl Checked {
 }
 
 /// Decide every target. `Ok` holds the results and the rendered output.
-pub fn run(args: &CheckArgs) -> Result<(Vec<Checked>, String), CheckError> {
+pub fn run(args: &CheckConfig) -> Result<(Vec<Checked>, String), CheckError> {
     let policies = load::load_strict(&args.org, args.policy.as_deref())?;
     let (org, policy) = (&policies.org, &policies.without_session);
-    let pins = load::pins(&args.resolve)?;
-    if let Some(m) = args.method.as_deref().filter(|m| !valid_method(m)) {
-        return Err(CheckError::Method(m.to_string()));
-    }
+    let pins = &args.pins;
     let policy_name = match &args.policy {
         Some(p) => format!("--policy {}", p.display()),
         None => format!("default_network_policy of {}", args.org.display()),
@@ -92,7 +93,7 @@ pub fn run(args: &CheckArgs) -> Result<(Vec<Checked>, String), CheckError> {
         })?;
         let request = request_of(raw, args.method.as_deref());
         let (mut checked, steps) =
-            check_one(org, policy, (&target, request), &pins, raw).map_err(|message| {
+            check_one(org, policy, (&target, request), pins, raw).map_err(|message| {
                 CheckError::Target {
                     target: raw.clone(),
                     message,
@@ -104,8 +105,8 @@ pub fn run(args: &CheckArgs) -> Result<(Vec<Checked>, String), CheckError> {
         results.push(checked);
     }
     let output = match args.format {
-        CheckFormat::Text => text(&results),
-        CheckFormat::Json => {
+        Format::Text => text(&results),
+        Format::Json => {
             let doc = serde_json::json!({
                 "all_allowed": results.iter().all(Checked::allowed),
                 "results": results,

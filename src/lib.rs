@@ -5,8 +5,9 @@
 //! # Public API
 //!
 //! What the binary, the benches and the fuzz targets use: [`cli`] (the argument types),
-//! [`serve::run`], [`check::run`], [`lint`], [`summary`], [`diff`], the pure [`policy`]
-//! core, and `fuzzing` behind its feature. Everything else is `pub(crate)`.
+//! [`config`] (each command's validated configuration), [`serve::run`], [`check::run`],
+//! [`lint`], [`review`], [`diff`], the pure [`policy`] core, and `fuzzing` behind its
+//! feature. Everything else is `pub(crate)`.
 //!
 //! # Layout
 //!
@@ -16,8 +17,9 @@
 //! (audit + answer) or allow (resolve -> check address -> dial that address -> forward or
 //! tunnel).
 //!
-//! - `config`: `serve`'s flags, validated once into a config value before anything is
-//!   read or bound.
+//! - [`config`]: each command's arguments (the [`cli`] types) validated into its
+//!   configuration before anything is read or bound; the only reader of [`cli`] below
+//!   the binary.
 //! - `load`: the one loader of policy files and `--resolve` pins, for `serve`, `check`
 //!   and reload.
 //! - [`policy`]: the pure policy core: raw file shapes, compiling, host names and
@@ -54,12 +56,13 @@
 //!   the jail, its first process, the nftables rulesets) and `rules` (the sidecar's).
 //! - [`check`]: `check`: deciding targets offline with the proxy's decision code.
 //! - [`lint`]: `lint`: rules over policy files -> findings -> text, JSON or SARIF.
-//! - [`summary`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML;
+//! - [`review`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML;
 //!   `audit suggest` (a request policy from the traffic logged) and `audit replay`
 //!   (logged attempts decided again under other policies).
 //! - [`diff`]: `diff`: what a policy change opens and closes, by the covering relation,
 //!   as text, markdown, JSON or SARIF.
-//! - [`cli`]: command-line argument types.
+//! - [`cli`]: command-line argument types, a leaf: the flags several commands take are
+//!   declared once and flattened into each.
 //! - `fuzzing` (only with the `fuzzing` feature, and in the library's tests): the entry
 //!   points of the fuzz targets in `fuzz/`, and the replay of their corpus.
 
@@ -74,7 +77,7 @@ pub(crate) mod admin;
 pub(crate) mod audit;
 pub mod check;
 pub mod cli;
-pub(crate) mod config;
+pub mod config;
 pub mod diff;
 pub(crate) mod dns;
 #[cfg(any(test, feature = "fuzzing"))]
@@ -86,11 +89,11 @@ pub(crate) mod metrics;
 pub(crate) mod net;
 pub mod policy;
 pub(crate) mod proxy;
+pub mod review;
 pub mod run;
 pub(crate) mod secrets;
 pub mod serve;
 pub(crate) mod session;
-pub mod summary;
 pub mod tls;
 pub(crate) mod transparent;
 pub(crate) mod workers;

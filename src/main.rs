@@ -9,9 +9,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use egress_proxy::cli::{
-    AuditCommand, CheckArgs, CheckFormat, Cli, Command, DiffArgs, DiffFormat, LintArgs, LintFormat,
-    ReplayArgs, SuggestArgs, SuggestFormat, SummarizeArgs, SummaryFormat,
+    AuditCommand, CaCommand, CheckArgs, CheckFormat, Cli, Command, DiffArgs, DiffFormat, LintArgs,
+    LintFormat, ReplayArgs, RunArgs, ServeArgs, SuggestArgs, SuggestFormat, SummarizeArgs,
+    SummaryFormat,
 };
+use egress_proxy::config::{CheckConfig, InitConfig, RulesConfig, RunConfig, ServeConfig};
 use egress_proxy::lint::{self, Severity};
 
 fn main() -> ExitCode {
@@ -44,7 +46,7 @@ fn main() -> ExitCode {
         .init();
     match cli.command {
         Command::Serve(args) => serve(*args),
-        Command::Check(args) => check(&args),
+        Command::Check(args) => check(args),
         Command::Lint(args) => lint(&args),
         Command::Audit(args) => match args.command {
             AuditCommand::Summarize(args) => summarize(&args),
@@ -52,13 +54,13 @@ fn main() -> ExitCode {
             AuditCommand::Replay(args) => replay(&args),
         },
         Command::Diff(args) => diff(&args),
-        Command::Run(args) => ExitCode::from(egress_proxy::run::main(args)),
-        Command::Rules(args) => match emit(&egress_proxy::run::rules(&args)) {
+        Command::Run(args) => run(*args),
+        Command::Rules(args) => match emit(&egress_proxy::run::rules(&RulesConfig::from(args))) {
             Ok(()) => ExitCode::SUCCESS,
             Err(code) => code,
         },
         Command::Ca(args) => match args.command {
-            egress_proxy::cli::CaCommand::Init { dir } => match egress_proxy::tls::ca::init(&dir) {
+            CaCommand::Init { dir } => match egress_proxy::tls::ca::init(&dir) {
                 Ok(cert) => {
                     println!(
                         "wrote {} and its key; clients must trust {}",
@@ -70,11 +72,17 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             },
         },
-        Command::JailInit(args) => ExitCode::from(egress_proxy::run::init_main(args)),
+        Command::JailInit(args) => {
+            ExitCode::from(egress_proxy::run::init_main(InitConfig::from(args)))
+        }
     }
 }
 
-fn serve(args: egress_proxy::cli::ServeArgs) -> ExitCode {
+fn serve(args: ServeArgs) -> ExitCode {
+    let config = match ServeConfig::from_args(args) {
+        Ok(config) => config,
+        Err(e) => return fail(e),
+    };
     // This thread runs the control plane, the audit writer and signals; proxied
     // connections run on the worker threads (`proxy::workers`).
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -84,9 +92,20 @@ fn serve(args: egress_proxy::cli::ServeArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start the runtime: {e}")),
     };
-    match runtime.block_on(egress_proxy::serve::run(args)) {
+    match runtime.block_on(egress_proxy::serve::run(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),
+    }
+}
+
+/// `run`: its flags' errors are its own (exit 125, never a status CMD could have).
+fn run(args: RunArgs) -> ExitCode {
+    match RunConfig::from_args(args) {
+        Ok(config) => ExitCode::from(egress_proxy::run::main(config)),
+        Err(e) => {
+            eprintln!("egress-proxy: run: error: {e}");
+            ExitCode::from(125)
+        }
     }
 }
 
@@ -103,8 +122,12 @@ fn emit(s: &str) -> Result<(), ExitCode> {
         .map_err(|e| fail(format!("cannot write the output: {e}")))
 }
 
-fn check(args: &CheckArgs) -> ExitCode {
-    let (results, output) = match egress_proxy::check::run(args) {
+fn check(args: CheckArgs) -> ExitCode {
+    let config = match CheckConfig::from_args(args) {
+        Ok(config) => config,
+        Err(e) => return fail(e),
+    };
+    let (results, output) = match egress_proxy::check::run(&config) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -147,14 +170,14 @@ fn lint(args: &LintArgs) -> ExitCode {
 }
 
 fn summarize(args: &SummarizeArgs) -> ExitCode {
-    let summary = match egress_proxy::summary::summarize(&args.files, args.since.as_deref()) {
+    let summary = match egress_proxy::review::summarize(&args.files, args.since.as_deref()) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
     let output = match args.format {
-        SummaryFormat::Text => egress_proxy::summary::text::render(&summary),
+        SummaryFormat::Text => egress_proxy::review::text::render(&summary),
         SummaryFormat::Json => serde_json::to_string_pretty(&summary).expect("serialisable") + "\n",
-        SummaryFormat::Html => egress_proxy::summary::html::render(&summary),
+        SummaryFormat::Html => egress_proxy::review::html::render(&summary),
     };
     match emit(&output) {
         Ok(()) => ExitCode::SUCCESS,
@@ -187,8 +210,8 @@ fn diff(args: &DiffArgs) -> ExitCode {
 }
 
 fn suggest(args: &SuggestArgs) -> ExitCode {
-    use egress_proxy::summary::suggest;
-    let s = match suggest::run(&args.org, &args.files) {
+    use egress_proxy::review::suggest;
+    let s = match suggest::run(&args.org.path, &args.files) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
@@ -203,8 +226,9 @@ fn suggest(args: &SuggestArgs) -> ExitCode {
 }
 
 fn replay(args: &ReplayArgs) -> ExitCode {
-    use egress_proxy::summary::replay;
-    let r = match replay::replay(&args.org, args.policy.as_deref(), &args.files) {
+    use egress_proxy::review::replay;
+    let policy = &args.policy;
+    let r = match replay::replay(&policy.org.path, policy.policy.as_deref(), &args.files) {
         Ok(r) => r,
         Err(e) => return fail(e),
     };

@@ -1,6 +1,6 @@
-//! `egress-proxy serve`: validate the flags, load and check the policies, bind, run until
-//! SIGTERM/SIGINT, then flush the audit log. Every failure before serving is a
-//! [`StartError`] (exit 2).
+//! `egress-proxy serve`, from its validated [`ServeConfig`]: load and check the policies,
+//! bind, run until SIGTERM/SIGINT, then flush the audit log. Every failure before serving
+//! is a [`StartError`] (exit 2).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
@@ -10,9 +10,8 @@ use tokio::net::{TcpListener, UdpSocket};
 
 use crate::admin::{self, reload::Reloader, Admin};
 use crate::audit::AuditLog;
-use crate::cli::ServeArgs;
 use crate::config::SessionStoreConfig;
-use crate::config::{AdminConfig, CaSource, ConfigError, ServeConfig};
+use crate::config::{AdminConfig, CaSource, ServeConfig};
 use crate::judgement::{tunnel_counts::TunnelCounts, Phase, Policies, State};
 use crate::load::{self, LoadError};
 use crate::metrics::Metrics;
@@ -24,8 +23,6 @@ use crate::workers::{self, Kind, Server};
 /// Why `serve` did not start. Each message names the file or flag at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("{0}")]
-    Config(#[from] ConfigError),
     #[error("{0}")]
     Load(#[from] LoadError),
     #[error("--admin-token-file {0}: the token is empty")]
@@ -168,8 +165,7 @@ async fn bind_listeners(config: &ServeConfig) -> Result<Listeners, StartError> {
 
 /// `egress-proxy serve`: run the proxy until SIGTERM or SIGINT; every audit record is
 /// written before it returns.
-pub async fn run(args: ServeArgs) -> Result<(), StartError> {
-    let config = ServeConfig::from_args(args)?;
+pub async fn run(config: ServeConfig) -> Result<(), StartError> {
     serve(config, None, shutdown_signal()).await
 }
 

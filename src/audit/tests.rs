@@ -17,7 +17,7 @@ fn rfc3339_known_instants() {
 }
 
 /// The calendar days the hand-written `civil_from_days` was tested on, now through the
-/// `time` crate (the day before the epoch is in `summary::time`'s test: the record's
+/// `time` crate (the day before the epoch is in `review::time`'s test: the record's
 /// `ts` writes it as 1970).
 #[test]
 fn rfc3339_around_leap_days() {

@@ -23,7 +23,7 @@ use nix::unistd::{setgroups, setresgid, setresuid, setsid, Gid, Pid, Uid};
 
 use super::jail::PROXY_PORT;
 use super::{mounts, session, signals};
-use crate::cli::JailInitArgs;
+use crate::config::InitConfig;
 
 /// Exit status for init's own failures (`run`'s own errors).
 const OWN_ERROR: u8 = 125;
@@ -31,7 +31,7 @@ const OWN_ERROR: u8 = 125;
 type Result<T> = std::result::Result<T, String>;
 
 /// Confine, start CMD, supervise it; the process's exit code.
-pub fn main(args: JailInitArgs) -> u8 {
+pub fn main(args: InitConfig) -> u8 {
     // `run` started this process with the passed signals blocked already (a PID 1 drops
     // a signal it has no handler for); SIGCHLD joins them.
     let signals = match signals::Signals::block(true) {
@@ -70,7 +70,7 @@ fn fail(message: String) -> u8 {
 }
 
 /// Everything but starting CMD; the first failure stops it (CMD never runs unconfined).
-fn confine(args: &JailInitArgs) -> Result<()> {
+fn confine(args: &InitConfig) -> Result<()> {
     mounts::set_up(&mounts::View {
         writable: &args.writable,
         hidden: &args.hide,
@@ -104,7 +104,7 @@ fn confine(args: &JailInitArgs) -> Result<()> {
 
 /// CMD's gid as its only group, then its uid. A change of either clears the
 /// parent-death signal: it is set again.
-fn switch_user(args: &JailInitArgs) -> Result<()> {
+fn switch_user(args: &InitConfig) -> Result<()> {
     let (uid, gid) = (Uid::from_raw(args.uid), Gid::from_raw(args.gid));
     if caps::has_cap(None, CapSet::Effective, Capability::CAP_SETGID).unwrap_or(false) {
         setgroups(&[gid]).map_err(|e| format!("setgroups: {e}"))?;

@@ -20,10 +20,8 @@ use std::sync::mpsc;
 use nix::sched::{unshare, CloneFlags};
 use tokio::sync::oneshot;
 
+pub use super::rules::PROXY_PORT;
 use super::rules::{self, Ports};
-
-/// The explicit proxy's port in the jail (127.0.0.1), named by CMD's proxy variables.
-pub const PROXY_PORT: u16 = 3128;
 
 /// `ip` arguments that give `lo` the jail's second loopback address, 127.0.0.2 (see
 /// [`make`]): loopback still, so it stays inside the namespace.

@@ -1,27 +1,24 @@
-//! `run`'s orchestration: flags to a [`ServeConfig`], the privileges, the jail (or the
+//! `run`'s orchestration, from its [`RunConfig`]: the privileges, the jail (or the
 //! environment alone with `--env-only`), serving, CMD's status.
 
 use std::ffi::OsString;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus};
 
 use caps::{CapSet, Capability};
-use clap::{Args, FromArgMatches};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{getegid, geteuid, Pid};
 use tokio::sync::oneshot;
 
 use super::env::{self, Ids, UserError};
-use super::jail::{Init, Jail, JailError, JailSockets, PROXY_PORT};
+use super::jail::{Init, Jail, JailError, JailSockets};
 use super::places::{self, Writable};
 use super::pty::{self, ChildStdio};
 use super::rules::Ports;
 use super::signals::Signals;
 use super::trust;
-use crate::cli::{RunArgs, ServeArgs};
-use crate::config::{CaSource, ConfigError, ServeConfig};
+use crate::config::{CaSource, RunConfig, ServeConfig};
 use crate::policy::OrgPolicy;
 use crate::serve::{self, Listeners, StartError};
 
@@ -30,8 +27,6 @@ use crate::serve::{self, Listeners, StartError};
 enum RunError {
     #[error("{0}")]
     Flags(String),
-    #[error("{0}")]
-    Config(#[from] ConfigError),
     #[error("{0}")]
     User(#[from] UserError),
     #[error(
@@ -69,7 +64,7 @@ struct Running {
     exit: oneshot::Receiver<io::Result<ExitStatus>>,
 }
 
-pub fn main(args: RunArgs) -> u8 {
+pub fn main(args: RunConfig) -> u8 {
     match run(args) {
         Ok(code) => code,
         Err(e) => {
@@ -79,8 +74,8 @@ pub fn main(args: RunArgs) -> u8 {
     }
 }
 
-fn run(args: RunArgs) -> Result<u8, RunError> {
-    let mut config = serve_config(&args)?;
+fn run(args: RunConfig) -> Result<u8, RunError> {
+    let mut config = args.serve.clone();
     let policies = crate::load::load(&config.org, config.policy.as_deref())?;
     let run_ca =
         trust::run_ca(args.ca.as_deref(), &policies.inspected_entries()).map_err(RunError::Ca)?;
@@ -172,7 +167,7 @@ fn run(args: RunArgs) -> Result<u8, RunError> {
 /// `__jail-init`'s arguments for CMD's view of the filesystem (docs/reference/
 /// confinement.md, "Files"): the places it may write and the proxy's files it may not
 /// see.
-fn view(args: &RunArgs, org: &OrgPolicy) -> Result<(Vec<OsString>, Writable), RunError> {
+fn view(args: &RunConfig, org: &OrgPolicy) -> Result<(Vec<OsString>, Writable), RunError> {
     let start = std::env::current_dir()
         .map_err(|e| RunError::Flags(format!("the starting directory: {e}")))?;
     let writable = places::writable(&start, &args.writable).map_err(RunError::Flags)?;
@@ -184,36 +179,6 @@ fn view(args: &RunArgs, org: &OrgPolicy) -> Result<(Vec<OsString>, Writable), Ru
         view_args.extend(["--hide".into(), file.into()]);
     }
     Ok((view_args, writable))
-}
-
-/// `serve`'s configuration for `run`: the explicit proxy on 127.0.0.1:3128, the policy
-/// flags as given, no admin API, every other setting at `serve`'s default.
-fn serve_config(args: &RunArgs) -> Result<ServeConfig, RunError> {
-    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
-    let mut argv: Vec<OsString> = vec!["run".into(), "--org".into(), args.org.clone().into()];
-    argv.extend(["--listen".into(), listen.to_string().into()]);
-    argv.extend(["--audit-log".into(), args.audit_log.clone().into()]);
-    if let Some(policy) = &args.policy {
-        argv.extend(["--policy".into(), policy.clone().into()]);
-    }
-    if args.audit_allowed {
-        argv.push("--audit-allowed".into());
-    }
-    for pin in &args.resolve {
-        argv.extend(["--resolve".into(), pin.into()]);
-    }
-    if let Some(dns) = args.dns_server {
-        argv.extend(["--dns-server".into(), dns.to_string().into()]);
-    }
-    if let Some(file) = &args.upstream_ca {
-        argv.extend(["--upstream-ca".into(), file.clone().into()]);
-    }
-    let flags = |e: clap::Error| RunError::Flags(e.to_string());
-    let matches = ServeArgs::augment_args(clap::Command::new("run"))
-        .try_get_matches_from(argv)
-        .map_err(flags)?;
-    let serve_args = ServeArgs::from_arg_matches(&matches).map_err(flags)?;
-    Ok(ServeConfig::from_args(serve_args)?)
 }
 
 /// The capabilities the jail needs that this process lacks: the namespaces, mounts and

@@ -37,22 +37,16 @@ mod session;
 mod signals;
 mod trust;
 
-use crate::cli::{JailInitArgs, RulesArgs, RunArgs};
+use crate::config::{InitConfig, RulesConfig, RunConfig};
 
 /// `egress-proxy rules`: the sidecar ruleset for these flags.
-pub fn rules(args: &RulesArgs) -> String {
-    rules::sidecar(
-        args.proxy_uid,
-        rules::Ports {
-            transparent: args.transparent_port,
-            dns: args.dns_port,
-        },
-    )
+pub fn rules(config: &RulesConfig) -> String {
+    rules::sidecar(config.proxy_uid, config.ports)
 }
 
 /// `egress-proxy run`: CMD's status (128+N for a signal N), 125 for `run`'s own errors
 /// (the message is printed), 126 when CMD cannot be executed, 127 when it is not found.
-pub fn main(args: RunArgs) -> u8 {
+pub fn main(args: RunConfig) -> u8 {
     #[cfg(target_os = "linux")]
     {
         launch::main(args)
@@ -66,7 +60,7 @@ pub fn main(args: RunArgs) -> u8 {
 }
 
 /// `__jail-init`, the jail's first process (started by `run` only).
-pub fn init_main(args: JailInitArgs) -> u8 {
+pub fn init_main(args: InitConfig) -> u8 {
     #[cfg(target_os = "linux")]
     {
         init::main(args)

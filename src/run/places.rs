@@ -9,7 +9,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::cli::RunArgs;
+use crate::config::RunConfig;
 use crate::policy::OrgPolicy;
 
 /// The places the jail makes its own (fresh `/proc`, `/dev` and `/run`, a read-only
@@ -74,14 +74,15 @@ fn jail_owned(path: &Path) -> Option<&'static str> {
 /// The proxy's own files for these flags: the organization file, `--policy`, the `--ca`
 /// directory, the audit log (unless `-`) and each of `org`'s credential value files
 /// (relative to the organization file's directory, as `crate::secrets` reads them).
-pub fn proxy_files(args: &RunArgs, org: &OrgPolicy) -> Vec<PathBuf> {
-    let mut files = vec![args.org.clone()];
-    files.extend(args.policy.clone());
+pub fn proxy_files(args: &RunConfig, org: &OrgPolicy) -> Vec<PathBuf> {
+    let serve = &args.serve;
+    let mut files = vec![serve.org.clone()];
+    files.extend(serve.policy.clone());
     files.extend(args.ca.clone());
-    if args.audit_log != "-" {
-        files.push(PathBuf::from(&args.audit_log));
+    if serve.audit_log != "-" {
+        files.push(PathBuf::from(&serve.audit_log));
     }
-    let base = args.org.parent().unwrap_or(Path::new("."));
+    let base = serve.org.parent().unwrap_or(Path::new("."));
     files.extend(org.credentials().iter().map(|c| base.join(&c.value_file)));
     let mut files: Vec<PathBuf> = files.iter().map(|f| absolute(f)).collect();
     files.sort();

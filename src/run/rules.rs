@@ -16,6 +16,8 @@
 
 use std::fmt::Write;
 
+/// The explicit proxy's port in the jail (127.0.0.1), named by CMD's proxy variables.
+pub const PROXY_PORT: u16 = 3128;
 /// The transparent listener's port in the jail (127.0.0.1), where every redirected TCP
 /// connection arrives; `rules`' default `--transparent-port`.
 pub const TRANSPARENT_PORT: u16 = 3129;

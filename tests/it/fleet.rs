@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::admin::{allowlist, org, ADMIN_TOKEN};
 use crate::support::admin::Created;
 use crate::support::client::{connect_via_proxy, get_via_proxy, Response};
 use crate::support::expect::{assert_denied_response, Denial};
 use crate::support::origin::Origin;
 use crate::support::proxy::{Proxy, ProxyBuilder};
 use crate::support::redis::RedisServer;
+use crate::support::sessions::{allowlist, org, ADMIN_TOKEN};
 
 /// How long after a DELETE on one replica a tunnel on another may stay open.
 const REVOCATION: Duration = Duration::from_secs(2);

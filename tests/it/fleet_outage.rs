@@ -6,13 +6,13 @@
 
 use std::time::{Duration, Instant};
 
-use crate::admin::allowlist;
 use crate::fleet::{get_as, Fleet, Kind};
 use crate::support::admin::basic;
 use crate::support::client::{connect_via_proxy, Response};
 use crate::support::expect::{assert_denied_response, Denial};
 use crate::support::org::Org;
 use crate::support::proxy::Proxy;
+use crate::support::sessions::allowlist;
 
 /// `--session-store-timeout` of the fleet's replicas, and what a refusal may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(1);

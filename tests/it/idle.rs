@@ -7,15 +7,13 @@
 //! sharing a real `redis-server`, where bytes on A keep the session alive on B and a
 //! silent tunnel on A lets it end on both.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+mod tunnel_origin;
+
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::net::TcpStream;
 
-use crate::admin::{allowlist, org, proxy_with, ADMIN_TOKEN};
 use crate::fleet::replica_for;
 use crate::support::admin::Created;
 use crate::support::client::{connect_via_proxy, Response};
@@ -23,7 +21,9 @@ use crate::support::expect::{assert_denied_response, Denial};
 use crate::support::org::Org;
 use crate::support::proxy::{Proxy, ProxyBuilder};
 use crate::support::redis::RedisServer;
+use crate::support::sessions::{allowlist, org, proxy_with, ADMIN_TOKEN};
 use crate::support::tls::Testbed;
+use tunnel_origin::TunnelOrigin;
 
 /// The sessions' idle timeout, in seconds.
 const IDLE: u64 = 2;
@@ -35,89 +35,6 @@ const BUSY_FOR: Duration = Duration::from_millis(2_500 * IDLE);
 const ENDED_WITHIN: Duration = Duration::from_secs(IDLE + 3);
 /// Once the session has ended, how long the origin may still hold the tunnel.
 const CLOSED_WITHIN: Duration = Duration::from_secs(3);
-
-/// A raw TCP origin for tunnels: it counts the bytes it receives, notes each connection
-/// the proxy closes, and, if it talks, writes a byte every [`BEAT`] (a server that
-/// speaks while the client stays silent).
-struct TunnelOrigin {
-    port: u16,
-    received: Arc<AtomicUsize>,
-    closed: watch::Receiver<usize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl TunnelOrigin {
-    async fn start(talks: bool) -> TunnelOrigin {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind origin");
-        let port = listener.local_addr().unwrap().port();
-        let received = Arc::new(AtomicUsize::new(0));
-        let (closed_tx, closed) = watch::channel(0);
-        let closed_tx = Arc::new(closed_tx);
-        let counter = received.clone();
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, talks, counter.clone(), closed_tx.clone()));
-            }
-        });
-        TunnelOrigin {
-            port,
-            received,
-            closed,
-            task,
-        }
-    }
-
-    fn received(&self) -> usize {
-        self.received.load(Ordering::SeqCst)
-    }
-
-    /// Whether the proxy has closed a connection to this origin within `limit`.
-    async fn closed_within(&self, limit: Duration) -> bool {
-        let mut closed = self.closed.clone();
-        tokio::time::timeout(limit, closed.wait_for(|n| *n > 0))
-            .await
-            .is_ok_and(|r| r.is_ok())
-    }
-}
-
-impl Drop for TunnelOrigin {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// One tunnel's connection at the origin: read (and count) until the proxy closes it,
-/// meanwhile writing a byte every [`BEAT`] if the origin talks (at most a minute's worth).
-async fn serve(
-    stream: TcpStream,
-    talks: bool,
-    received: Arc<AtomicUsize>,
-    closed: Arc<watch::Sender<usize>>,
-) {
-    let (mut read, mut write) = stream.into_split();
-    let talking = tokio::spawn(async move {
-        for _ in 0..200 {
-            if !talks {
-                return;
-            }
-            tokio::time::sleep(BEAT).await;
-            if write.write_all(b"o").await.is_err() {
-                return;
-            }
-        }
-    });
-    let mut buf = [0u8; 1024];
-    loop {
-        match read.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                received.fetch_add(n, Ordering::SeqCst);
-            }
-        }
-    }
-    talking.abort();
-    closed.send_modify(|n| *n += 1);
-}
 
 /// A proxy, or two replicas on one Redis, and the tunnels' origin.
 struct Setup {

@@ -3,13 +3,18 @@
 //! by method, path and `Host`, answered through the one answer function, forwarded over
 //! TLS verified against `--upstream-ca`. Every test uses a real TLS origin and a client
 //! that trusts only the proxy's CA.
+//!
+//! The requests judged inside a tunnel are here; [`credentials`] holds the header the
+//! org sets on them, [`refusals`] the configurations that do not load.
+
+mod credentials;
+mod refusals;
 
 use serde_json::Value;
 
 use crate::support::org::Org;
 use crate::support::proxy::{Proxy, ProxyBuilder};
-use crate::support::tls::{ca_init, Inner, Testbed};
-use crate::support::unique_temp_dir;
+use crate::support::tls::{Inner, Testbed};
 
 /// An HTTPS origin for `secure.test`, and a proxy that inspects it under `entry` (an
 /// organization entry), with a `--policy` of the same entry.
@@ -273,142 +278,6 @@ async fn x_network_policy_on_the_connect_narrows_every_request_inside() {
         .await;
     assert_eq!(widened.json()["error"]["reason"], "policy_widening");
     assert_eq!(inner.request("GET", "/", &[], b"").await.status, 200);
-}
-
-#[tokio::test]
-async fn a_policy_that_inspects_without_a_ca_refuses_to_start_naming_the_entry() {
-    let dir = unique_temp_dir("inspect-no-ca");
-    let org = dir.join("org.toml");
-    let toml = Org::new().allow_entry(READ_ONLY).to_toml();
-    std::fs::write(&org, toml).unwrap();
-    let (code, stderr) = crate::support::proxy::run_expect_exit(&[
-        "serve",
-        "--org",
-        org.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--resolve",
-        "secure.test=127.0.0.1",
-    ]);
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("secure.test") && stderr.contains("--ca"),
-        "{stderr}"
-    );
-}
-
-#[tokio::test]
-async fn ca_init_refuses_to_overwrite_a_ca() {
-    let dir = unique_temp_dir("ca-twice");
-    let ca = ca_init(&dir);
-    let (code, stderr) =
-        crate::support::proxy::run_expect_exit(&["ca", "init", ca.to_str().unwrap()]);
-    assert_eq!(code, Some(2));
-    assert!(stderr.contains("already exists"), "{stderr}");
-}
-
-/// The credential the org gives `secure.test` in the credential tests.
-const SECRET: &str = "Bearer egress-it-credential-5f1e";
-
-#[tokio::test]
-async fn a_credential_is_set_on_requests_to_its_host_only_and_never_shown() {
-    let plain = crate::support::origin::Origin::start_named("plain").await;
-    let bed = Testbed::start("inspect-credentials").await;
-    let origin = &bed.origin;
-    let secret_file = bed.dir.join("github-token");
-    std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
-    let entry = r#"{ host = "secure.test", inspect = true }"#;
-    let org = Org::new()
-        .allow_entry(entry)
-        .allow("allowed.test")
-        .ports(&[443, origin.port(), plain.port()])
-        .loopback()
-        .raw_line(&format!(
-            "[[credentials]]\nhost = \"secure.test\"\nheader = \"Authorization\"\nvalue_file = {:?}",
-            secret_file.to_str().unwrap()
-        ))
-        .to_toml();
-    let policy = r#"{"type":"allowlist","allowed_domains":["secure.test","allowed.test"]}"#;
-    let builder = ProxyBuilder::new(org)
-        .policy(policy)
-        .pin("allowed.test")
-        .audit_allowed()
-        .admin("it-admin-token")
-        .log("debug");
-    let proxy = bed.proxy(builder).start().await;
-    let mut inner = bed.inner(&proxy, &[]).await;
-    let first = inner.request("GET", "/user", &[], b"").await;
-    assert_eq!(first.status, 200, "{first:?}");
-    // The client's own Authorization is replaced, not added to.
-    let replaced = inner
-        .request(
-            "GET",
-            "/user",
-            &[("Authorization", "Bearer the-sandbox-guess")],
-            b"",
-        )
-        .await;
-    assert_eq!(replaced.status, 200);
-    for seen in origin.requests() {
-        assert_eq!(seen.header_all("authorization"), [SECRET], "{seen:?}");
-    }
-    // Another allowed host never gets it, even when the client names it.
-    let url = format!("http://allowed.test:{}/", plain.port());
-    let other = crate::support::client::get_via_proxy(proxy.addr, &url, &[]).await;
-    assert_eq!(other.status, 200);
-    assert!(plain.requests()[0].header("authorization").is_none());
-    // A refusal inside the tunnel does not echo it either.
-    let refused = inner
-        .request("GET", "/", &[("Host", "elsewhere.test")], b"")
-        .await;
-    assert_eq!(refused.status, 403);
-    let metrics = proxy.admin().metrics().await;
-    proxy
-        .wait_audit(
-            |r| r["reason"] == "host_mismatch",
-            std::time::Duration::from_secs(5),
-        )
-        .await;
-    let shown = [
-        ("the audit log", proxy.audit_text()),
-        ("the proxy's debug log", proxy.stderr()),
-        ("/metrics", metrics),
-        (
-            "the answers",
-            format!("{first:?}{replaced:?}{other:?}{refused:?}"),
-        ),
-    ];
-    for (place, text) in shown {
-        assert!(
-            !text.contains("egress-it-credential"),
-            "the credential is in {place}:\n{text}"
-        );
-    }
-    // The probe is real: the debug log did record these requests.
-    assert!(
-        proxy.stderr().contains("DEBUG"),
-        "no debug log to search:\n{}",
-        proxy.stderr()
-    );
-}
-
-#[tokio::test]
-async fn a_credential_for_a_host_allowed_on_443_without_inspection_is_a_load_error() {
-    let dir = unique_temp_dir("inspect-credential-plain");
-    let org = dir.join("org.toml");
-    let toml = Org::new()
-        .allow("secure.test")
-        .raw_line("[[credentials]]\nhost = \"secure.test\"\nheader = \"Authorization\"\nvalue_file = \"token\"")
-        .to_toml();
-    std::fs::write(&org, toml).unwrap();
-    let (code, stderr) = crate::support::proxy::run_expect_exit(&[
-        "check",
-        "--org",
-        org.to_str().unwrap(),
-        "secure.test:443",
-    ]);
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("without inspection"), "{stderr}");
 }
 
 #[tokio::test]

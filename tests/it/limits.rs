@@ -181,7 +181,7 @@ async fn oversized_request_head_is_431_with_the_denial_body() {
 
 #[tokio::test]
 async fn tunnels_per_session_are_capped_with_429() {
-    use crate::admin::{allowlist, org, proxy_with};
+    use crate::support::sessions::{allowlist, org, proxy_with};
     let origin = Origin::start().await;
     let proxy = proxy_with(&org(origin.port()), &["--max-tunnels-per-session", "1"]).await;
     let session = proxy

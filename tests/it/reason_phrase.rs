@@ -61,7 +61,7 @@ async fn denied_connect_names_the_reason_in_the_status_line() {
 
 #[tokio::test]
 async fn auth_required_keeps_its_standard_phrase_and_adds_the_reason() {
-    use crate::admin::{org, proxy_with};
+    use crate::support::sessions::{org, proxy_with};
     let origin = Origin::start().await;
     let proxy = proxy_with(&org(origin.port()), &["--require-session"]).await;
     let target = format!("allowed.test:{}", origin.port());

@@ -3,13 +3,15 @@
 
 use std::time::Duration;
 
-use crate::admin::{allowlist, assert_no_secrets, org, proxy_with, wait_for_status, ADMIN_TOKEN};
 use crate::support::admin::metric;
 use crate::support::client::{connect_via_proxy, get_via_proxy};
 use crate::support::expect::{assert_denied_response, Denial};
 use crate::support::org::{allowlist_json, Org};
 use crate::support::origin::Origin;
 use crate::support::proxy::{ProxyBuilder, AUDIT_TIMEOUT};
+use crate::support::sessions::{
+    allowlist, assert_no_secrets, org, proxy_with, wait_for_status, ADMIN_TOKEN,
+};
 
 /// The org of [`org`] with both names in its default policy too.
 fn open_org(port: u16) -> Org {

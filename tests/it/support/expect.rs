@@ -15,6 +15,8 @@ pub struct Denial<'a> {
     pub port: Option<u16>,
     /// Expected `policy_level` in the audit record, when the order of judgement fixes it.
     pub level: Option<&'a str>,
+    /// The table row this denial belongs to, named in every failure message.
+    pub case: Option<&'a str>,
 }
 
 impl<'a> Denial<'a> {
@@ -25,6 +27,7 @@ impl<'a> Denial<'a> {
             host: None,
             port: None,
             level: None,
+            case: None,
         }
     }
 
@@ -38,12 +41,29 @@ impl<'a> Denial<'a> {
         self.level = Some(level);
         self
     }
+
+    /// Name the table row in every failure message.
+    pub fn case(mut self, name: &'a str) -> Self {
+        self.case = Some(name);
+        self
+    }
+
+    /// `case NAME: ` for a row's denial, nothing otherwise.
+    fn label(&self) -> String {
+        self.case.map(|c| format!("case {c}: ")).unwrap_or_default()
+    }
 }
 
 /// Assert the answer: status, `X-Egress-Denied`, and the JSON error body.
 /// Returns the body's `request_id`.
 pub fn assert_denied_response(resp: &Response, want: &Denial, proxy: &Proxy) -> String {
-    let ctx = || format!("response: {resp:?}\n{}", proxy.diagnostics());
+    let ctx = || {
+        format!(
+            "{}response: {resp:?}\n{}",
+            want.label(),
+            proxy.diagnostics()
+        )
+    };
     assert_eq!(resp.status, want.status, "status\n{}", ctx());
     assert_eq!(
         resp.header("x-egress-denied"),
@@ -71,7 +91,7 @@ pub fn assert_denied_response(resp: &Response, want: &Denial, proxy: &Proxy) -> 
 
 /// Assert one audit record describes this denial (and the same request id).
 pub fn assert_denied_record(record: &Value, want: &Denial, request_id: &str, proxy: &Proxy) {
-    let ctx = || format!("record: {record}\n{}", proxy.diagnostics());
+    let ctx = || format!("{}record: {record}\n{}", want.label(), proxy.diagnostics());
     assert_eq!(record["event"], "egress.denied", "event\n{}", ctx());
     assert_eq!(record["reason"], want.reason, "reason\n{}", ctx());
     assert_eq!(record["request_id"], request_id, "request_id\n{}", ctx());

@@ -7,6 +7,7 @@
 //! - [`proxy`]: starts the `egress-proxy` binary and reads its audit log.
 //! - [`admin`]: a client for the admin API and Prometheus text helpers.
 //! - [`client`]: raw HTTP over TCP so tests control the exact bytes.
+//! - [`sessions`]: the control-plane proxy of the session tests, and their checks.
 //! - [`redis`]: a real `redis-server` on loopback, for the shared session store.
 
 // Each test module uses a different subset of the helpers.
@@ -22,6 +23,7 @@ pub mod org;
 pub mod origin;
 pub mod proxy;
 pub mod redis;
+pub mod sessions;
 pub mod tls;
 
 use std::path::PathBuf;

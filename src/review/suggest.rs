@@ -89,7 +89,6 @@ impl Suggestion {
     }
 }
 
-#[path = "collapse.rs"]
 mod collapse;
 
 /// Load the organization file at `org` as `serve` does, and suggest from `files`.

@@ -1,4 +1,8 @@
-//! `egress-proxy audit summarize`: reads audit logs (docs/reference/audit-log.md; plain or gzip JSON Lines),
+//! The review of audit logs, offline: the three `audit` commands. `audit suggest` is
+//! [`suggest`], `audit replay` is [`replay`], both reading logs with [`read`].
+//!
+//! `egress-proxy audit summarize` (here): reads audit logs (docs/reference/audit-log.md;
+//! plain or gzip JSON Lines),
 //! skips and counts malformed lines, and summarises them for a security review: denials
 //! by reason, top denied hosts with their sessions and clients, shared-hosting traffic,
 //! a timeline, and suspected exfiltration. Output as text, JSON or one HTML page.

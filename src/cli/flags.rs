@@ -1,0 +1,81 @@
+//! The flag groups more than one command takes, each declared once and flattened into
+//! every command it applies to, so a flag has one spelling, default and help text.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// The organization policy file alone (`audit suggest` takes no request policy).
+#[derive(Debug, Args)]
+pub struct OrgFlag {
+    /// The organization policy (TOML): the widest set of destinations anything may reach.
+    #[arg(id = "org", long = "org", value_name = "FILE", default_value = DEFAULT_ORG)]
+    pub path: PathBuf,
+}
+
+/// Where the organization policy is read from when `--org` is not given.
+pub const DEFAULT_ORG: &str = "policies/org.toml";
+
+/// The two levels of policy: `serve`, `run`, `check` and `audit replay`.
+#[derive(Debug, Args)]
+pub struct PolicyFlags {
+    #[command(flatten)]
+    pub org: OrgFlag,
+
+    /// A request policy (JSON `network_policy`), the level below the organization's,
+    /// which it may only narrow (a widening file is an error); without it, the
+    /// organization's `default_network_policy`.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+}
+
+/// The audit log: `serve` and `run`.
+#[derive(Debug, Args)]
+pub struct AuditFlags {
+    /// Where to write the audit log (JSON Lines); `-` for standard output (under `run`,
+    /// shared with CMD's own output: give a file to keep them apart).
+    #[arg(long, value_name = "PATH", default_value = "-")]
+    pub audit_log: String,
+
+    /// Also write one audit record per allowed connection (with bytes_up/bytes_down).
+    #[arg(long)]
+    pub audit_allowed: bool,
+}
+
+/// Names pinned to addresses: `serve`, `run` and `check` (which resolves nothing else).
+#[derive(Debug, Args)]
+pub struct PinFlags {
+    /// Pin a name to an address, like curl's --resolve (repeatable): HOST=IP.
+    #[arg(long, value_name = "HOST=IP")]
+    pub resolve: Vec<String>,
+}
+
+/// How the proxy resolves the names it allows: `serve` and `run`.
+#[derive(Debug, Args)]
+pub struct DnsFlags {
+    #[command(flatten)]
+    pub pins: PinFlags,
+
+    /// Send the proxy's DNS queries to this server (IP:PORT) instead of the system's
+    /// resolvers.
+    #[arg(long, value_name = "IP:PORT")]
+    pub dns_server: Option<SocketAddr>,
+}
+
+/// Interception's certificates: `serve` and `run`.
+#[derive(Debug, Args)]
+pub struct TlsFlags {
+    /// The interception CA (DIR/ca.pem and DIR/ca-key.pem, as `ca init` writes them):
+    /// tunnels to inspected hosts are terminated with a certificate it signs, and each
+    /// request inside is judged. `serve` needs it when the policy inspects any host;
+    /// without it `run` makes a throw-away one. Under `run`, CMD's TLS clients trust a
+    /// bundle of the system roots plus it, and its key is hidden from CMD.
+    #[arg(long, value_name = "DIR")]
+    pub ca: Option<PathBuf>,
+
+    /// More root certificates (PEM) to verify inspected hosts' servers against, besides
+    /// the system's.
+    #[arg(long, value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+}

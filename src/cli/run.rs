@@ -1,0 +1,93 @@
+//! `run`'s, `rules`' and the hidden `__jail-init`'s arguments.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::flags::{AuditFlags, DnsFlags, PolicyFlags, TlsFlags};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub policy: PolicyFlags,
+
+    #[command(flatten)]
+    pub audit: AuditFlags,
+
+    #[command(flatten)]
+    pub dns: DnsFlags,
+
+    /// Run CMD as this user (uid and primary gid; GROUP instead of the primary group)
+    /// [default: SUDO_UID/SUDO_GID under sudo, else the caller].
+    #[arg(long, value_name = "USER[:GROUP]")]
+    pub user: Option<String>,
+
+    /// No namespace: only set CMD's proxy environment. NOT a boundary: CMD can reach the
+    /// network directly.
+    #[arg(long)]
+    pub env_only: bool,
+
+    #[command(flatten)]
+    pub tls: TlsFlags,
+
+    /// Let CMD write under PATH too (repeatable); it may always write in the starting
+    /// directory, /tmp, /var/tmp and /dev/shm, and sees the rest read-only. `/` gives
+    /// back a writable filesystem: the jail is then network-only.
+    #[arg(long, value_name = "PATH")]
+    pub writable: Vec<PathBuf>,
+
+    /// The command and its arguments, after `--`.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// `rules --transparent-port`'s default: where the jail's transparent listener is too.
+pub const TRANSPARENT_PORT: u16 = 3129;
+/// `rules --dns-port`'s default: where the jail's DNS listener is too.
+pub const DNS_PORT: u16 = 3053;
+
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    /// The proxy's uid: its own traffic is exempt (it dials upstream).
+    #[arg(long, value_name = "UID")]
+    pub proxy_uid: u32,
+
+    /// Where redirected TCP connections go (`serve --transparent-listen 127.0.0.1:PORT`).
+    #[arg(long, value_name = "PORT", default_value_t = TRANSPARENT_PORT,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub transparent_port: u16,
+
+    /// Where DNS queries go, UDP and TCP (`serve --dns-listen 127.0.0.1:PORT`).
+    #[arg(long, value_name = "PORT", default_value_t = DNS_PORT,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub dns_port: u16,
+}
+
+/// `__jail-init`'s arguments, written by `run`.
+#[derive(Debug, Args)]
+pub struct JailInitArgs {
+    /// CMD's uid.
+    #[arg(long)]
+    pub uid: u32,
+
+    /// CMD's gid (and only group).
+    #[arg(long)]
+    pub gid: u32,
+
+    /// `run --env-only`: switch to CMD's user and supervise it, nothing else.
+    #[arg(long)]
+    pub env_only: bool,
+
+    /// A file or directory of the proxy's own to cover in CMD's view (absolute).
+    #[arg(long, value_name = "PATH")]
+    pub hide: Vec<PathBuf>,
+
+    /// A place CMD may write (absolute, canonical); `/` for everywhere.
+    #[arg(long, value_name = "PATH")]
+    pub writable: Vec<PathBuf>,
+
+    /// CMD and its arguments.
+    #[arg(required = true, last = true)]
+    pub command: Vec<OsString>,
+}

@@ -1,0 +1,178 @@
+//! `run`'s, `rules`' and `__jail-init`'s arguments as their configurations. `run`'s
+//! [`ServeConfig`] is built here directly: the groups it shares with `serve`, and
+//! `serve`'s defaults for every flag `run` does not have.
+
+use std::ffi::OsString;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use super::{ConfigError, ServeConfig};
+use crate::cli::{self, JailInitArgs, RulesArgs, RunArgs};
+use crate::run::rules::{Ports, PROXY_PORT};
+
+/// Everything `run` runs with, validated as far as it can be without the jail.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The proxy serving CMD: the explicit proxy on `127.0.0.1:3128`, no admin API. Its
+    /// `ca` is `None` here: `run` reads or makes its CA once the policies are loaded.
+    pub serve: ServeConfig,
+    /// `--ca`: the interception CA's directory, if given.
+    pub ca: Option<PathBuf>,
+    /// `--user`, looked up by `run` (names need the user database).
+    pub user: Option<String>,
+    pub env_only: bool,
+    /// `--writable`, as given; `run` makes them canonical.
+    pub writable: Vec<PathBuf>,
+    /// CMD and its arguments.
+    pub command: Vec<OsString>,
+}
+
+impl RunConfig {
+    pub fn from_args(args: RunArgs) -> Result<RunConfig, ConfigError> {
+        let RunArgs {
+            policy,
+            audit,
+            dns,
+            user,
+            env_only,
+            tls,
+            writable,
+            command,
+        } = args;
+        let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
+        let mut serve = ServeConfig::shared(listen, policy, audit, dns, &cli::Limits::default())?;
+        serve.upstream_ca = tls.upstream_ca;
+        Ok(RunConfig {
+            serve,
+            ca: tls.ca,
+            user,
+            env_only,
+            writable,
+            command,
+        })
+    }
+}
+
+/// `egress-proxy rules`: the proxy's uid and where its listeners are.
+#[derive(Debug, Clone, Copy)]
+pub struct RulesConfig {
+    pub proxy_uid: u32,
+    pub ports: Ports,
+}
+
+impl From<RulesArgs> for RulesConfig {
+    fn from(args: RulesArgs) -> RulesConfig {
+        RulesConfig {
+            proxy_uid: args.proxy_uid,
+            ports: Ports {
+                transparent: args.transparent_port,
+                dns: args.dns_port,
+            },
+        }
+    }
+}
+
+/// `__jail-init`'s arguments (written by `run`, so parsing them is all the checking).
+#[derive(Debug, Clone)]
+pub struct InitConfig {
+    /// CMD's uid.
+    pub uid: u32,
+    /// CMD's gid (and only group).
+    pub gid: u32,
+    /// `run --env-only`: switch to CMD's user and supervise it, nothing else.
+    pub env_only: bool,
+    /// The proxy's own files and directories to cover in CMD's view (absolute).
+    pub hide: Vec<PathBuf>,
+    /// The places CMD may write (absolute, canonical); `/` for everywhere.
+    pub writable: Vec<PathBuf>,
+    /// CMD and its arguments.
+    pub command: Vec<OsString>,
+}
+
+impl From<JailInitArgs> for InitConfig {
+    fn from(args: JailInitArgs) -> InitConfig {
+        InitConfig {
+            uid: args.uid,
+            gid: args.gid,
+            env_only: args.env_only,
+            hide: args.hide,
+            writable: args.writable,
+            command: args.command,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn parse(argv: &[&str]) -> Command {
+        Cli::try_parse_from(argv).expect("parses").command
+    }
+
+    #[test]
+    fn run_serves_with_serves_defaults_but_its_own_listener() {
+        let Command::Serve(serve) = parse(&["egress-proxy", "serve"]) else {
+            unreachable!()
+        };
+        let serve = ServeConfig::from_args(*serve).unwrap();
+        let Command::Run(run) = parse(&["egress-proxy", "run", "--", "true"]) else {
+            unreachable!()
+        };
+        let run = RunConfig::from_args(*run).unwrap();
+        let mut expected = serve;
+        expected.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
+        assert_eq!(format!("{:?}", run.serve), format!("{expected:?}"));
+    }
+
+    #[test]
+    fn runs_shared_flags_reach_its_serve_config() {
+        let Command::Run(run) = parse(&[
+            "egress-proxy",
+            "run",
+            "--org",
+            "o.toml",
+            "--policy",
+            "p.json",
+            "--audit-log",
+            "a.jsonl",
+            "--audit-allowed",
+            "--resolve",
+            "a.test=127.0.0.1",
+            "--dns-server",
+            "127.0.0.1:53",
+            "--ca",
+            "ca",
+            "--upstream-ca",
+            "roots.pem",
+            "--",
+            "true",
+        ]) else {
+            unreachable!()
+        };
+        let run = RunConfig::from_args(*run).unwrap();
+        let s = &run.serve;
+        assert_eq!(s.org, PathBuf::from("o.toml"));
+        assert_eq!(s.policy, Some(PathBuf::from("p.json")));
+        assert_eq!((s.audit_log.as_str(), s.audit_allowed), ("a.jsonl", true));
+        assert_eq!(
+            s.pins["a.test"],
+            vec![std::net::IpAddr::from([127, 0, 0, 1])]
+        );
+        assert_eq!(s.dns_server, Some(SocketAddr::from(([127, 0, 0, 1], 53))));
+        assert_eq!(s.upstream_ca, Some(PathBuf::from("roots.pem")));
+        assert!(s.ca.is_none() && s.admin.is_none());
+        assert_eq!(run.ca, Some(PathBuf::from("ca")));
+    }
+
+    #[test]
+    fn rules_defaults_are_the_jails_ports() {
+        let Command::Rules(rules) = parse(&["egress-proxy", "rules", "--proxy-uid", "7"]) else {
+            unreachable!()
+        };
+        assert_eq!(RulesConfig::from(rules).ports, Ports::default());
+    }
+}

@@ -1,0 +1,238 @@
+//! `serve`'s flags as a [`ServeConfig`]; `run` builds its own from the groups it shares
+//! with `serve` and `serve`'s defaults for the rest ([`ServeConfig::shared`]).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{at_least, flag, seconds, ConfigError};
+use crate::audit::OnFailure;
+use crate::cli::flags::{AuditFlags, DnsFlags, PolicyFlags};
+use crate::cli::{self, AuditFailure, ServeArgs};
+use crate::judgement::Limits;
+use crate::load;
+
+/// The admin API's listener and where its token comes from.
+#[derive(Debug, Clone)]
+pub struct AdminConfig {
+    pub listen: SocketAddr,
+    /// `None` only for a loopback listener (anyone on the host may use it: warned).
+    pub token_file: Option<PathBuf>,
+}
+
+/// Where the interception CA comes from.
+#[derive(Clone)]
+pub enum CaSource {
+    /// `--ca DIR`: `DIR/ca.pem` and `DIR/ca-key.pem`.
+    Dir(PathBuf),
+    /// `run`'s CA, already read or made: never written where CMD could read the key.
+    Loaded(std::sync::Arc<crate::tls::ca::Ca>),
+}
+
+impl std::fmt::Debug for CaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CaSource::Dir(dir) => f.debug_tuple("Dir").field(dir).finish(),
+            CaSource::Loaded(_) => f.write_str("Loaded"),
+        }
+    }
+}
+
+/// Where sessions live (`--session-store`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionStoreConfig {
+    Memory,
+    /// A `redis://` URL, checked to parse.
+    Redis(String),
+}
+
+/// The longest `--session-store-timeout` (a store outage is answered within 10 s:
+/// docs/reference/command-line.md).
+const MAX_STORE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Everything `serve` runs with, validated.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub org: PathBuf,
+    pub policy: Option<PathBuf>,
+    pub listen: SocketAddr,
+    /// `--dns-listen`: the DNS listener's address (UDP and TCP).
+    pub dns_listen: Option<SocketAddr>,
+    pub audit_log: String,
+    pub audit_allowed: bool,
+    pub audit_failure: OnFailure,
+    pub pins: HashMap<String, Vec<IpAddr>>,
+    pub dns_server: Option<SocketAddr>,
+    pub dns_timeout: Duration,
+    pub limits: Limits,
+    pub max_tunnels_per_client: usize,
+    /// Worker threads; `None` for one per core the process may use.
+    pub workers: Option<usize>,
+    pub admin: Option<AdminConfig>,
+    pub require_session: bool,
+    /// `--transparent-listen`: where connections redirected by nftables arrive.
+    pub transparent_listen: Option<SocketAddr>,
+    /// `--ca`: the interception CA (a directory, or for `run` one held in memory).
+    pub ca: Option<CaSource>,
+    /// `--upstream-ca`: more roots for inspected hosts' servers.
+    pub upstream_ca: Option<PathBuf>,
+    pub session_store: SessionStoreConfig,
+    pub session_store_timeout: Duration,
+    /// `--watch-policy`: reload when a policy file changes.
+    pub watch_policy: bool,
+}
+
+impl ServeConfig {
+    pub fn from_args(args: ServeArgs) -> Result<ServeConfig, ConfigError> {
+        let ServeArgs {
+            policy,
+            watch_policy,
+            listen,
+            audit,
+            audit_failure,
+            dns,
+            limits,
+            admin,
+            sessions,
+            tls,
+        } = args;
+        let mut config = ServeConfig::shared(listen.listen, policy, audit, dns, &limits)?;
+        config.admin = admin_config(admin, sessions.require_session)?;
+        config.sessions(&sessions)?;
+        config.dns_listen = listen.dns_listen;
+        config.transparent_listen = listen.transparent_listen;
+        config.watch_policy = watch_policy;
+        config.audit_failure = match audit_failure {
+            AuditFailure::Closed => OnFailure::Closed,
+            AuditFailure::Open => OnFailure::Open,
+        };
+        config.ca = tls.ca.map(CaSource::Dir);
+        config.upstream_ca = tls.upstream_ca;
+        Ok(config)
+    }
+
+    /// The explicit proxy on `listen`, with the groups `run` shares with `serve` and
+    /// `limits`; everything else at `serve`'s default: no other listener, no admin API,
+    /// sessions in memory, `--audit-failure closed`, no CA.
+    pub(super) fn shared(
+        listen: SocketAddr,
+        policy: PolicyFlags,
+        audit: AuditFlags,
+        dns: DnsFlags,
+        limits: &cli::Limits,
+    ) -> Result<ServeConfig, ConfigError> {
+        let limits_config = proxy_limits(limits)?;
+        let pins = load::pins(&dns.pins.resolve)?;
+        let dns_timeout = seconds("--dns-timeout", limits.dns_timeout)?;
+        let max_tunnels_per_client =
+            at_least("--max-tunnels-per-client", limits.max_tunnels_per_client, 1)?;
+        let mut config = ServeConfig {
+            org: policy.org.path,
+            policy: policy.policy,
+            listen,
+            dns_listen: None,
+            audit_log: audit.audit_log,
+            audit_allowed: audit.audit_allowed,
+            audit_failure: OnFailure::Closed,
+            pins,
+            dns_server: dns.dns_server,
+            dns_timeout,
+            limits: limits_config,
+            max_tunnels_per_client,
+            workers: limits.workers.map(usize::from),
+            admin: None,
+            require_session: false,
+            transparent_listen: None,
+            ca: None,
+            upstream_ca: None,
+            session_store: SessionStoreConfig::Memory,
+            session_store_timeout: Duration::ZERO,
+            watch_policy: false,
+        };
+        // `serve`'s session defaults, which `run` keeps and `serve`'s flags replace.
+        config.sessions(&cli::Sessions::default())?;
+        Ok(config)
+    }
+
+    /// The session flags (the admin API's are checked with it).
+    fn sessions(&mut self, sessions: &cli::Sessions) -> Result<(), ConfigError> {
+        let timeout = seconds("--session-store-timeout", sessions.session_store_timeout)?;
+        if timeout > MAX_STORE_TIMEOUT {
+            return Err(flag(
+                "--session-store-timeout",
+                "must be at most 10 seconds",
+            ));
+        }
+        self.session_store_timeout = timeout;
+        self.session_store = session_store(&sessions.session_store)?;
+        self.require_session = sessions.require_session;
+        Ok(())
+    }
+}
+
+/// The timeouts and limits every connection is held to.
+fn proxy_limits(args: &cli::Limits) -> Result<Limits, ConfigError> {
+    Ok(Limits {
+        connect_timeout: seconds("--connect-timeout", args.connect_timeout)?,
+        header_timeout: seconds("--header-timeout", args.header_timeout)?,
+        max_connections: at_least("--max-connections", args.max_connections, 1)?,
+        connection_wait: Duration::try_from_secs_f64(args.connection_wait)
+            .map_err(|_| flag("--connection-wait", "must be a number of seconds"))?,
+        max_header_bytes: at_least("--max-header-bytes", args.max_header_bytes, 1024)?,
+        tunnel_idle_timeout: seconds("--tunnel-idle-timeout", args.tunnel_idle_timeout)?,
+        max_tunnels_per_session: at_least(
+            "--max-tunnels-per-session",
+            args.max_tunnels_per_session,
+            1,
+        )?,
+        shutdown_grace: seconds("--shutdown-grace", args.shutdown_grace)?,
+    })
+}
+
+/// `memory`, or a `redis://HOST:PORT[/DB]` URL the Redis client accepts.
+fn session_store(url: &str) -> Result<SessionStoreConfig, ConfigError> {
+    if url == "memory" {
+        return Ok(SessionStoreConfig::Memory);
+    }
+    if !url.starts_with("redis://") {
+        return Err(flag(
+            "--session-store",
+            // The URL is not echoed: it may hold a password.
+            "must be `memory` or redis://HOST:PORT[/DB]",
+        ));
+    }
+    redis::Client::open(url)
+        .map(|_| SessionStoreConfig::Redis(url.to_string()))
+        .map_err(|e| flag("--session-store", format!("is not a Redis URL: {e}")))
+}
+
+/// The admin flags together: a non-loopback listener needs a token file, and sessions
+/// need the admin API.
+fn admin_config(
+    args: cli::Admin,
+    require_session: bool,
+) -> Result<Option<AdminConfig>, ConfigError> {
+    let Some(listen) = args.admin_listen else {
+        if require_session {
+            return Err(flag(
+                "--require-session",
+                "needs --admin-listen: without the admin API there are no sessions",
+            ));
+        }
+        if args.admin_token_file.is_some() {
+            return Err(flag("--admin-token-file", "needs --admin-listen"));
+        }
+        return Ok(None);
+    };
+    if args.admin_token_file.is_none() && !listen.ip().is_loopback() {
+        return Err(flag(
+            "--admin-listen",
+            format!("{listen} is not a loopback address: it needs --admin-token-file"),
+        ));
+    }
+    Ok(Some(AdminConfig {
+        listen,
+        token_file: args.admin_token_file,
+    }))
+}
