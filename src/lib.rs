@@ -20,8 +20,9 @@
 //!   read or bound.
 //! - `load`: the one loader of policy files and `--resolve` pins, for `serve`, `check`
 //!   and reload.
-//! - [`policy`]: the pure policy core: raw file shapes, compiling, host names and
-//!   patterns, the narrowing relation, the decision, shared hosting, address classes.
+//! - [`policy`]: the pure policy core, the `egress-policy` crate (`crates/policy/`): raw
+//!   file shapes, compiling, host names and patterns, the narrowing relation, the
+//!   decision, shared hosting, address classes.
 //! - `proxy`: the server: worker threads (a runtime each) accepting connections,
 //!   judging a request, answers, HTTP forwarding, `CONNECT` tunnels (relayed with
 //!   splice(2) on Linux, bulk bytes read in batches; copied elsewhere).
@@ -76,7 +77,9 @@ pub mod lint;
 pub(crate) mod load;
 pub(crate) mod metrics;
 pub(crate) mod net;
-pub mod policy;
+/// The pure policy core, a crate of its own (`crates/policy/`, `egress-policy`) so the
+/// compiler keeps it free of I/O: re-exported here under the name every module uses.
+pub use egress_policy as policy;
 pub(crate) mod proxy;
 pub mod run;
 pub(crate) mod secrets;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use super::node::{self, missing, Node};
 use super::problems::{ProblemKind, Problems};
-use crate::policy::file::{RawAccess, ENTRY_KEYS};
-use crate::policy::host::DomainEntry;
-use crate::policy::rules::{valid_method, PathRule, Rules};
+use crate::file::{RawAccess, ENTRY_KEYS};
+use crate::host::DomainEntry;
+use crate::rules::{valid_method, PathRule, Rules};
 
 /// Which elements a list takes besides strings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,8 +2,8 @@
 //! written, every problem with its kind, and the loaders agreeing with it.
 
 use super::*;
-use crate::policy::file::{LIMITS_KEYS, ORG_KEYS, SHARED_HOSTING_KEYS, TUNNELS_KEYS};
-use crate::policy::host::EntryError;
+use crate::file::{LIMITS_KEYS, ORG_KEYS, SHARED_HOSTING_KEYS, TUNNELS_KEYS};
+use crate::host::EntryError;
 
 /// The text at a span: where an entry's literal starts.
 fn at(text: &str, offset: usize) -> &str {

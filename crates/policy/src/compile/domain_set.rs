@@ -10,7 +10,7 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::policy::host::{DomainEntry, DomainPattern, HostName};
+use crate::host::{DomainEntry, DomainPattern, HostName};
 
 /// Compiled domain entries, indexed so a lookup costs one probe per label of the host.
 #[derive(Clone, Debug, Default)]
@@ -136,7 +136,7 @@ impl Eq for DomainSet {}
 
 impl DomainSet {
     /// Only the policy core makes sets: the compiler, and the built-in lists.
-    pub(in crate::policy) fn from_entries(entries: Vec<DomainEntry>) -> DomainSet {
+    pub(crate) fn from_entries(entries: Vec<DomainEntry>) -> DomainSet {
         let mut set = DomainSet {
             next: vec![NONE; entries.len()],
             any_rules: entries.iter().any(DomainEntry::inspected),
@@ -212,7 +212,7 @@ impl DomainSet {
     }
 
     /// The subtree entries whose base is `base` itself or a name above it.
-    pub(crate) fn subtrees_at_or_above<'a, 'h>(
+    pub fn subtrees_at_or_above<'a, 'h>(
         &'a self,
         base: &'h HostName,
     ) -> Matching<'a, NameProbe<'h>> {

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use super::node::{self, missing, Node};
 use super::problems::Problems;
 use super::OrgPolicy;
-use crate::policy::file::CREDENTIAL_KEYS;
-use crate::policy::host::HostName;
+use crate::file::CREDENTIAL_KEYS;
+use crate::host::HostName;
 
 /// One `[[credentials]]` table, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Entries with rules: reading them (TOML and JSON alike), their errors, and deciding a
 //! request's method and path with them.
 
-use crate::policy::{
+use crate::{
     decide, decide_request, explain_request, normalize_path, Effective, Host, Http, OrgPolicy,
     Reason, RequestPolicy, Target, VerdictKind,
 };
@@ -203,7 +203,7 @@ fn a_request_level_with_rules_narrows_and_is_intercepted() {
             path: &normalize_path("/repos/acme/widgets/x").unwrap(),
         },
     );
-    assert_eq!(d.level, crate::policy::Level::Request);
+    assert_eq!(d.level, crate::Level::Request);
     // docs.test has no rules at either level; a request entry with rules makes it inspected.
     assert!(!eff.must_intercept(&target("docs.test", 443)));
     let narrower = json(

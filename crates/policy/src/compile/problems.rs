@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::policy::host::EntryError;
+use crate::host::EntryError;
 
 /// One thing wrong with a policy file. Line and column are 1-based.
 #[derive(Clone, Debug, PartialEq, Eq)]

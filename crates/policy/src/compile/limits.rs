@@ -3,7 +3,7 @@
 
 use super::node::{self, Node};
 use super::problems::Problems;
-use crate::policy::file::LIMITS_KEYS;
+use crate::file::LIMITS_KEYS;
 
 /// The `[limits]` table: its `upload_bytes`, if set and valid.
 pub(super) fn compile<'a, N: Node<'a>>(p: &mut Problems, limits: N) -> Option<u64> {
@@ -30,7 +30,7 @@ pub(super) fn byte_count<'a, N: Node<'a>>(p: &mut Problems, n: N) -> Option<u64>
 
 #[cfg(test)]
 mod tests {
-    use crate::policy::{OrgPolicy, RequestPolicy};
+    use crate::{OrgPolicy, RequestPolicy};
 
     fn org_err(text: &str) -> String {
         OrgPolicy::from_toml(text, "org.toml")

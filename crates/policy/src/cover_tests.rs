@@ -2,7 +2,7 @@
 //! matches, O matches", and `check_narrowing` naming every offender.
 
 use super::*;
-use crate::policy::host::HostName;
+use crate::host::HostName;
 use proptest::prelude::*;
 
 const PORTS: &[u16] = &[80, 443];
@@ -196,7 +196,7 @@ proptest! {
 
 /// An entry with rules, as the compiler makes it: `methods` (or read-only) and `paths`.
 fn ruled(host: &str, methods: Option<&[&str]>, paths: Option<&[&str]>) -> DomainEntry {
-    use crate::policy::rules::{PathRule, Rules};
+    use crate::rules::{PathRule, Rules};
     let mut e = entry(host);
     let methods = methods.map(|m| m.iter().map(|s| s.to_string()).collect());
     let paths = paths.map(|p| p.iter().map(|s| PathRule::parse(s).unwrap()).collect());
@@ -300,7 +300,7 @@ proptest! {
         path in prop_oneof![Just("/"), Just("/a"), Just("/a/b"), Just("/a/b/c"), Just("/b/x")],
     ) {
         let host = HostName::parse(&format!("{host}.x")).unwrap();
-        let path = crate::policy::normalize_path(path).unwrap();
+        let path = crate::normalize_path(path).unwrap();
         let allows = |e: &DomainEntry| {
             e.matches(&host, p, PORTS)
                 && e.rules.as_ref().is_none_or(|x| x.allows_method(method) && x.allows_path(&path))

@@ -7,7 +7,7 @@ use super::entry::{self, Tables};
 use super::node::{self, missing, Node};
 use super::problems::{ProblemKind, Problems};
 use super::{DomainSet, OrgPolicy, RequestPolicy, RequestSpans, Sealed, Written};
-use crate::policy::file::{RawPolicyType, DISABLED_KEYS, POLICY_KEYS};
+use crate::file::{RawPolicyType, DISABLED_KEYS, POLICY_KEYS};
 
 /// A whole JSON document: an object, or nothing is read.
 pub(super) fn compile_document<'a, N: Node<'a>>(
@@ -187,7 +187,7 @@ pub fn widened(org: &OrgPolicy, policy: &RequestPolicy, spans: &RequestSpans) ->
     else {
         return Vec::new();
     };
-    let found = crate::policy::cover::widening(org, &[], policy);
+    let found = crate::cover::widening(org, &[], policy);
     if found.is_empty() {
         return Vec::new();
     }
@@ -205,11 +205,7 @@ pub fn widened(org: &OrgPolicy, policy: &RequestPolicy, spans: &RequestSpans) ->
         .map(|(net, w)| ("allowed_cidrs", net.to_string(), w.at));
     let budget = max_upload_bytes.map(|n| {
         let at = spans.max_upload_bytes.unwrap_or(0);
-        (
-            "max_upload_bytes",
-            crate::policy::budget::budget_text(n),
-            at,
-        )
+        ("max_upload_bytes", crate::budget::budget_text(n), at)
     });
     let mut out = Vec::new();
     for (key, text, at) in domains.chain(cidrs).chain(budget) {

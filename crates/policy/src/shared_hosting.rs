@@ -113,7 +113,7 @@ pub fn pattern_is_shared_hosting(p: &DomainPattern, extra: &DomainSet) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::host::DomainEntry;
+    use crate::host::DomainEntry;
 
     fn extra(list: &[&str]) -> DomainSet {
         DomainSet::from_entries(

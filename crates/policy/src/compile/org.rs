@@ -5,7 +5,7 @@ use super::node::{self, missing, Node};
 use super::problems::{ProblemKind, Problems};
 use super::request::{self, cidr_list, domain_list};
 use super::{Mode, OrgPolicy, OrgSpans, SharedHostingAction, Tunnels};
-use crate::policy::file::{
+use crate::file::{
     RawMode, RawSharedHostingAction, ORG_KEYS, SHARED_HOSTING_KEYS, TUNNELS_KEYS, VERSION,
 };
 

@@ -94,7 +94,7 @@ fn explicit_ports(eff: &Effective, name: &HostName) -> Vec<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{OrgPolicy, Reason, VerdictKind};
+    use crate::{OrgPolicy, Reason, VerdictKind};
 
     const ORG: &str = r#"
 version = 1

@@ -20,7 +20,6 @@ use ipnet::IpNet;
 use super::file::DEFAULT_PORTS;
 
 mod credentials;
-#[path = "domain_set.rs"]
 mod domain_set;
 mod entry;
 mod json;
@@ -52,31 +51,31 @@ pub enum SharedHostingAction {
 /// The `[tunnels]` table, carried through as written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tunnels {
-    pub(in crate::policy) require_tls: Option<bool>,
-    pub(in crate::policy) require_sni: Option<bool>,
+    pub(crate) require_tls: Option<bool>,
+    pub(crate) require_sni: Option<bool>,
 }
 
 /// The validated organization policy.
 #[derive(Clone, Debug)]
 pub struct OrgPolicy {
-    pub(in crate::policy) source: String,
-    pub(in crate::policy) name: String,
-    pub(in crate::policy) mode: Mode,
-    pub(in crate::policy) allowed: DomainSet,
-    pub(in crate::policy) denied: DomainSet,
-    pub(in crate::policy) allowed_ports: Vec<u16>,
-    pub(in crate::policy) allowed_cidrs: Vec<IpNet>,
+    pub(crate) source: String,
+    pub(crate) name: String,
+    pub(crate) mode: Mode,
+    pub(crate) allowed: DomainSet,
+    pub(crate) denied: DomainSet,
+    pub(crate) allowed_ports: Vec<u16>,
+    pub(crate) allowed_cidrs: Vec<IpNet>,
     /// The text of each `allowed_cidrs` entry, in the same order: the rule of the
     /// decisions it makes, written once here rather than on every request.
-    pub(in crate::policy) cidr_rules: Vec<Arc<str>>,
-    pub(in crate::policy) default_policy: RequestPolicy,
-    pub(in crate::policy) shared_hosting_action: SharedHostingAction,
-    pub(in crate::policy) shared_hosting_extra: DomainSet,
-    pub(in crate::policy) tunnels: Tunnels,
+    pub(crate) cidr_rules: Vec<Arc<str>>,
+    pub(crate) default_policy: RequestPolicy,
+    pub(crate) shared_hosting_action: SharedHostingAction,
+    pub(crate) shared_hosting_extra: DomainSet,
+    pub(crate) tunnels: Tunnels,
     /// `[[credentials]]`: headers set on requests to one host.
-    pub(in crate::policy) credentials: Vec<CredentialRule>,
+    pub(crate) credentials: Vec<CredentialRule>,
     /// `[limits] upload_bytes`: the bytes a session (or the proxy) may send upstream.
-    pub(in crate::policy) upload_bytes: Option<u64>,
+    pub(crate) upload_bytes: Option<u64>,
 }
 
 impl OrgPolicy {

@@ -1,7 +1,7 @@
 //! Loading organization and request policies: defaults, positions, every problem at once.
 
 use super::*;
-use crate::policy::host::{DomainEntry, HostName};
+use crate::host::{DomainEntry, HostName};
 
 fn org(text: &str) -> OrgPolicy {
     OrgPolicy::from_toml(text, "org.toml").unwrap_or_else(|e| panic!("{e}"))
