@@ -7,7 +7,7 @@
 //! waited on; they are never relayed.
 
 use super::inspect::{read_hello, TLS_HANDSHAKE};
-use crate::policy::tls::FirstBytes;
+use crate::policy::FirstBytes;
 
 /// What a redirected connection's first bytes are, as far as they go.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -43,7 +43,7 @@ use super::{conn, pool, tunnel};
 use crate::audit::Via;
 use crate::metrics::Outcome;
 use crate::net::synthetic::SyntheticNames;
-use crate::policy::tls::{judge_first_bytes, FirstBytes};
+use crate::policy::{judge_first_bytes, FirstBytes};
 use crate::policy::{Host, HostName, Reason, Target, Verdict};
 
 /// Where a redirected connection was going.

@@ -4,7 +4,7 @@
 //! request level that asks for more than a level above widens it (`policy_widening`),
 //! like an entry the level above does not cover.
 
-use super::compile::{OrgPolicy, RequestPolicy};
+use super::compiled::{OrgPolicy, RequestPolicy};
 use super::verdict::Level;
 
 /// The budget in force for one request: the fewest bytes any level allows, and the

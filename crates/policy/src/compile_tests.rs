@@ -1,6 +1,7 @@
 //! Loading organization and request policies: defaults, positions, every problem at once.
 
 use super::*;
+use crate::compiled::{DomainSet, Mode, SharedHostingAction, Tunnels};
 use crate::host::{DomainEntry, HostName};
 
 fn org(text: &str) -> OrgPolicy {

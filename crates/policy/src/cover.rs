@@ -5,7 +5,8 @@ use std::fmt;
 
 use ipnet::IpNet;
 
-use super::compile::{DomainSet, OrgPolicy, RequestPolicy};
+use super::budget::{budget_text, budget_widening};
+use super::compiled::{DomainSet, OrgPolicy, RequestPolicy, RequestSpans};
 use super::host::{DomainEntry, DomainPattern};
 use super::rules::rules_widen;
 
@@ -155,7 +156,7 @@ pub(crate) fn widening(
             out.push((net.to_string(), why.to_string()));
         }
     }
-    out.extend(super::budget::budget_widening(org, uppers, req));
+    out.extend(budget_widening(org, uppers, req));
     out
 }
 
@@ -176,6 +177,60 @@ fn cidr_widening(org: &OrgPolicy, uppers: &[&RequestPolicy], net: &IpNet) -> Opt
             cidrs: Some(above), ..
         } => (!within(above, net)).then_some("not within the allowed_cidrs of the level above"),
     })
+}
+
+/// An entry of a request policy that widens the organization policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Widened {
+    /// `allowed_domains`, `allowed_cidrs` or `max_upload_bytes`.
+    pub key: &'static str,
+    /// The entry: as written for a domain, the network for a CIDR, `max_upload_bytes = N`
+    /// for a budget.
+    pub text: String,
+    pub why: String,
+    /// Where it was written.
+    pub at: usize,
+}
+
+/// Every entry of `policy` (written where `spans` say) that `org` does not cover, in
+/// the order written.
+pub fn widened(org: &OrgPolicy, policy: &RequestPolicy, spans: &RequestSpans) -> Vec<Widened> {
+    let RequestPolicy::Allowlist {
+        domains,
+        cidrs,
+        max_upload_bytes,
+        ..
+    } = policy
+    else {
+        return Vec::new();
+    };
+    let found = widening(org, &[], policy);
+    if found.is_empty() {
+        return Vec::new();
+    }
+    // `found` follows the entries' order (domains, then CIDRs): walk both together.
+    let mut found = found.into_iter().peekable();
+    let domains = domains
+        .entries()
+        .iter()
+        .zip(&spans.allowed_domains)
+        .map(|(e, at)| ("allowed_domains", e.rule().to_string(), *at));
+    let cidrs = cidrs
+        .iter()
+        .flatten()
+        .zip(&spans.allowed_cidrs)
+        .map(|(net, w)| ("allowed_cidrs", net.to_string(), w.at));
+    let budget = max_upload_bytes.map(|n| {
+        let at = spans.max_upload_bytes.unwrap_or(0);
+        ("max_upload_bytes", budget_text(n), at)
+    });
+    let mut out = Vec::new();
+    for (key, text, at) in domains.chain(cidrs).chain(budget) {
+        if let Some((_, why)) = found.next_if(|(entry, _)| *entry == text) {
+            out.push(Widened { key, text, why, at });
+        }
+    }
+    out
 }
 
 #[cfg(test)]

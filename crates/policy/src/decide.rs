@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use super::address::refused_class;
-use super::compile::{Mode, NameProbe, OrgPolicy, RequestPolicy, SharedHostingAction};
+use super::compiled::{Mode, NameProbe, OrgPolicy, RequestPolicy, SharedHostingAction};
 use super::host::{Host, HostName};
 pub use super::request_rules::Http;
 use super::request_rules::{allowed, any_inspected, find_entry, refuse, Found};

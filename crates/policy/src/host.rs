@@ -306,7 +306,7 @@ pub enum EntryError {
 pub struct DomainEntry {
     pub pattern: DomainPattern,
     pub port: Option<u16>,
-    /// Shared, so a [`Decision`](super::decide::Decision) names its rule without
+    /// Shared, so a [`Decision`](crate::Decision) names its rule without
     /// allocating. For an entry written as a table, the `host` value.
     pub text: Arc<str>,
     /// The request rules of an entry written as a table (`None`: every method and path).

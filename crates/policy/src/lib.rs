@@ -4,10 +4,13 @@
 //! compiled policies and [`decide::Decision`]s come out.
 //!
 //! - [`file`](mod@file): the shapes of the files: keys, value names, defaults.
+//! - [`compiled`]: the compiled policies, [`OrgPolicy`] and [`RequestPolicy`], with the
+//!   domain index ([`DomainSet`]): the types everything else reads.
 //! - [`compile`]: text -> validated [`OrgPolicy`] / [`RequestPolicy`], leniently (with
 //!   each entry's position and every problem) or strictly.
 //! - [`host`]: [`HostName`] (normalised once), [`DomainPattern`], [`DomainEntry`].
-//! - [`cover`]: the narrowing relation, [`check_narrowing`].
+//! - [`cover`]: the narrowing relation: [`check_narrowing`], and [`widened`], the
+//!   entries of a file that widen, where they are written (for `lint`).
 //! - [`decide`](mod@decide): [`decide()`] and [`check_address`], returning a [`Decision`];
 //!   [`explain()`] is the same decision with its [`Step`]s, for `check --explain`.
 //! - [`verdict`]: the [`Decision`], its [`Verdict`] (carrying the [`Reason`]) and
@@ -18,36 +21,42 @@
 //! - [`path`]: request paths normalised for the rules ([`NormalPath`]).
 //! - [`rules`]: the `methods` / `paths` / `access` / `inspect` of an entry ([`Rules`]).
 //! - [`shared_hosting`]: is this name or pattern on shared hosting.
-//! - [`tls`]: the judgement of a tunnel's first bytes (TLS server name, `[tunnels]`).
+//! - [`first_bytes`]: the judgement of a tunnel's first bytes (TLS server name,
+//!   `[tunnels]`): [`judge_first_bytes`] of a [`FirstBytes`].
 //! - [`address`]: the refused address classes.
 //! - [`budget`]: upload budgets: the narrowest in force, and a budget that widens.
+//! - `interception`: which entries make the proxy intercept
+//!   ([`OrgPolicy::inspected_entries`]).
 
 pub mod address;
 pub mod budget;
 pub mod compile;
+pub mod compiled;
 pub mod cover;
 pub mod decide;
 pub mod file;
+pub mod first_bytes;
 pub mod host;
-mod inspection;
+mod interception;
 pub mod names;
 pub mod path;
 mod request_rules;
 pub mod rules;
 pub mod shared_hosting;
 pub mod steps;
-pub mod tls;
 pub mod verdict;
 
 pub use budget::{upload_budget, Budget};
-pub use compile::{
-    Compiled, DomainSet, Mode, OrgPolicy, OrgSpans, PolicyError, Problem, ProblemKind,
-    RequestPolicy, RequestSpans, SharedHostingAction, Tunnels, Widened, Written,
+pub use compile::{line_col, Compiled, PolicyError, Problem, ProblemKind};
+pub use compiled::{
+    CredentialRule, DomainSet, Mode, OrgPolicy, OrgSpans, RequestPolicy, RequestSpans,
+    SharedHostingAction, Tunnels, Written,
 };
-pub use cover::{check_narrowing, Widening};
+pub use cover::{check_narrowing, widened, Widened, Widening};
 pub use decide::{
     check_address, decide, decide_request, explain, explain_request, Effective, Http, Target,
 };
+pub use first_bytes::{judge_first_bytes, FirstBytes};
 pub use host::{DomainEntry, DomainPattern, EntryError, Host, HostError, HostName};
 pub use names::decide_any_port;
 pub use path::{normalize as normalize_path, NormalPath, PathError};

@@ -3,7 +3,7 @@
 //! to it would be allowed at every level on *some* port, so that the address it is
 //! given can be dialled at all; the connection itself is judged again, with its port.
 
-use super::compile::RequestPolicy;
+use super::compiled::RequestPolicy;
 use super::decide::{decide, explain, Effective, Target};
 use super::host::{Host, HostName};
 use super::steps::{Match, Step};

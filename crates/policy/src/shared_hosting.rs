@@ -3,7 +3,7 @@
 //! or below a private-section Public Suffix List entry, at or below a built-in request
 //! sink, or matched by the organization's `extra_domains`.
 
-use super::compile::{DomainSet, NameProbe};
+use super::compiled::{DomainSet, NameProbe};
 use super::host::{DomainEntry, DomainPattern, HostName};
 
 /// Webhook and request-capture services, tunnels and paste sites.

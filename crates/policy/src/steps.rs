@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use super::compile::SharedHostingAction;
+use super::compiled::SharedHostingAction;
 use super::host::HostName;
 
 /// One step of the order of judgement, as [`super::explain()`] records it for `check --explain`.

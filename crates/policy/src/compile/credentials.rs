@@ -2,25 +2,15 @@
 //! sets on every request it forwards to one exact host. Compiled here, and checked
 //! against the allowlist: the host must be allowed, and inspected wherever it is allowed
 //! on a TLS port (443), or the header could never be set there. The value itself is
-//! read by the loader (`crate::load`), not here: the policy core does no I/O.
+//! read by the proxy's loader (its `load` module), not here: the policy core does no I/O.
 
 use std::path::PathBuf;
 
 use super::node::{self, missing, Node};
 use super::problems::Problems;
-use super::OrgPolicy;
+use crate::compiled::{CredentialRule, OrgPolicy};
 use crate::file::CREDENTIAL_KEYS;
 use crate::host::HostName;
-
-/// One `[[credentials]]` table, validated.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CredentialRule {
-    pub host: HostName,
-    /// Lower case, a valid header name, and none the proxy owns.
-    pub header: String,
-    /// Where the value is read from, at load and at reload.
-    pub value_file: PathBuf,
-}
 
 /// Headers a credential may not set: those that frame or route the request, and ours.
 const RESERVED: [&str; 10] = [

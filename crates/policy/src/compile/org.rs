@@ -4,7 +4,8 @@ use super::entry::Tables;
 use super::node::{self, missing, Node};
 use super::problems::{ProblemKind, Problems};
 use super::request::{self, cidr_list, domain_list};
-use super::{Mode, OrgPolicy, OrgSpans, SharedHostingAction, Tunnels};
+use crate::compiled::{Mode, OrgPolicy, OrgSpans, SharedHostingAction, Tunnels};
+use crate::cover::widened;
 use crate::file::{
     RawMode, RawSharedHostingAction, ORG_KEYS, SHARED_HOSTING_KEYS, TUNNELS_KEYS, VERSION,
 };
@@ -120,7 +121,7 @@ fn compile_ports<'a, N: Node<'a>>(
 /// A `default_network_policy` that names what the organization does not allow is a
 /// problem of the organization file.
 fn default_widening(org: &OrgPolicy, spans: &OrgSpans, p: &mut Problems) {
-    let widened = request::widened(org, &org.default_policy, &spans.default_policy);
+    let widened = widened(org, &org.default_policy, &spans.default_policy);
     for w in widened {
         let msg = format!(
             "default_network_policy widens the organization policy: {}",

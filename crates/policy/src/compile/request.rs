@@ -6,7 +6,7 @@ use ipnet::IpNet;
 use super::entry::{self, Tables};
 use super::node::{self, missing, Node};
 use super::problems::{ProblemKind, Problems};
-use super::{DomainSet, OrgPolicy, RequestPolicy, RequestSpans, Sealed, Written};
+use crate::compiled::{DomainSet, RequestPolicy, RequestSpans, Sealed, Written};
 use crate::file::{RawPolicyType, DISABLED_KEYS, POLICY_KEYS};
 
 /// A whole JSON document: an object, or nothing is read.
@@ -160,58 +160,4 @@ fn parse_cidr(s: &str) -> Result<IpNet, String> {
     s.parse::<IpNet>()
         .map(|n| n.trunc())
         .map_err(|_| "not a CIDR: write an address and a prefix length, e.g. 10.20.0.0/16".into())
-}
-
-/// An entry of a request policy that widens the organization policy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Widened {
-    /// `allowed_domains`, `allowed_cidrs` or `max_upload_bytes`.
-    pub key: &'static str,
-    /// The entry: as written for a domain, the network for a CIDR, `max_upload_bytes = N`
-    /// for a budget.
-    pub text: String,
-    pub why: String,
-    /// Where it was written.
-    pub at: usize,
-}
-
-/// Every entry of `policy` (written where `spans` say) that `org` does not cover, in
-/// the order written.
-pub fn widened(org: &OrgPolicy, policy: &RequestPolicy, spans: &RequestSpans) -> Vec<Widened> {
-    let RequestPolicy::Allowlist {
-        domains,
-        cidrs,
-        max_upload_bytes,
-        ..
-    } = policy
-    else {
-        return Vec::new();
-    };
-    let found = crate::cover::widening(org, &[], policy);
-    if found.is_empty() {
-        return Vec::new();
-    }
-    // `found` follows the entries' order (domains, then CIDRs): walk both together.
-    let mut found = found.into_iter().peekable();
-    let domains = domains
-        .entries()
-        .iter()
-        .zip(&spans.allowed_domains)
-        .map(|(e, at)| ("allowed_domains", e.rule().to_string(), *at));
-    let cidrs = cidrs
-        .iter()
-        .flatten()
-        .zip(&spans.allowed_cidrs)
-        .map(|(net, w)| ("allowed_cidrs", net.to_string(), w.at));
-    let budget = max_upload_bytes.map(|n| {
-        let at = spans.max_upload_bytes.unwrap_or(0);
-        ("max_upload_bytes", crate::budget::budget_text(n), at)
-    });
-    let mut out = Vec::new();
-    for (key, text, at) in domains.chain(cidrs).chain(budget) {
-        if let Some((_, why)) = found.next_if(|(entry, _)| *entry == text) {
-            out.push(Widened { key, text, why, at });
-        }
-    }
-    out
 }

@@ -3,7 +3,7 @@
 //! name, or whose bytes are not TLS, follows `[tunnels] require_tls` and `require_sni`,
 //! which default to the safe choice on port 443 (required) and are off elsewhere.
 
-use super::compile::Tunnels;
+use super::compiled::Tunnels;
 use super::decide::{Decision, Level, Reason, Target};
 use super::host::{Host, HostName};
 

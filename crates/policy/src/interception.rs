@@ -2,7 +2,7 @@
 //! `methods`, `paths`, `access` or `inspect`. `serve` refuses to start when a policy has
 //! any and no `--ca` is given, naming them.
 
-use super::compile::{OrgPolicy, RequestPolicy};
+use super::compiled::{OrgPolicy, RequestPolicy};
 
 impl OrgPolicy {
     /// The rule text of each allowed entry that makes its tunnels intercepted.
