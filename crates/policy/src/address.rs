@@ -10,18 +10,30 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 /// Why an address is refused: which special-purpose class it falls in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AddressClass {
+    /// `0.0.0.0/8`, `::`: "this host" or no address.
     Unspecified,
+    /// `127.0.0.0/8`, `::1`.
     Loopback,
+    /// RFC 1918 (`10/8`, `172.16/12`, `192.168/16`) and unique local `fc00::/7`.
     Private,
+    /// `169.254.0.0/16`, `fe80::/10` (and the deprecated site-local `fec0::/10`).
     LinkLocal,
+    /// Shared address space of carrier-grade NAT, `100.64.0.0/10`.
     SharedCgnat,
+    /// `224.0.0.0/4`, `ff00::/8`.
     Multicast,
+    /// `255.255.255.255`.
     Broadcast,
+    /// The documentation ranges (`192.0.2.0/24` and its siblings, `2001:db8::/32`,
+    /// `3fff::/20`).
     Documentation,
+    /// Future use `240.0.0.0/4`, protocol assignments `192.0.0.0/24`, benchmarking
+    /// `198.18.0.0/15`, discard-only `100::/64`.
     Reserved,
 }
 
 impl AddressClass {
+    /// The class as the audit log and `check` name it (`loopback`, `cgnat`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             AddressClass::Unspecified => "unspecified",
@@ -54,7 +66,7 @@ pub fn refused_class(ip: IpAddr) -> Option<AddressClass> {
 /// The IPv4 address an IPv6 address carries, for the wrappers the address rules name:
 /// IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`, NAT64 `64:ff9b::/96` and
 /// `64:ff9b:1::/48`, 6to4 `2002::/16`, and Teredo `2001::/32` (client and server).
-pub fn embedded_v4(v6: Ipv6Addr) -> Vec<Ipv4Addr> {
+pub(crate) fn embedded_v4(v6: Ipv6Addr) -> Vec<Ipv4Addr> {
     let s = v6.segments();
     let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
     let mut out = Vec::new();

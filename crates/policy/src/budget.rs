@@ -11,7 +11,10 @@ use super::verdict::Level;
 /// level (and key) that set it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Budget {
+    /// The bytes a client may send upstream.
     pub bytes: u64,
+    /// The level that set it: [`Level::Org`] (`[limits] upload_bytes`) or
+    /// [`Level::Request`] (a `max_upload_bytes`).
     pub level: Level,
 }
 
@@ -26,7 +29,7 @@ impl Budget {
 }
 
 /// How a request level's budget is named in messages and widening entries.
-pub fn budget_text(bytes: u64) -> String {
+pub(crate) fn budget_text(bytes: u64) -> String {
     format!("max_upload_bytes = {bytes}")
 }
 

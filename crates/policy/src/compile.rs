@@ -31,9 +31,13 @@ pub use problems::{line_col, PolicyError, Problem, ProblemKind};
 /// left out), where its entries were written, and every problem found, in text order.
 #[derive(Clone, Debug)]
 pub struct Compiled<P, S> {
+    /// The name of the file, as messages give it.
     pub source: String,
+    /// The policy as far as the text reads.
     pub policy: P,
+    /// Where each entry of `policy` was written.
     pub spans: S,
+    /// Every problem found, in text order; empty when the file is valid.
     pub problems: Vec<Problem>,
 }
 

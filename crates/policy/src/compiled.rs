@@ -16,16 +16,22 @@ mod domain_set;
 
 pub use domain_set::{DomainSet, Matching, NameProbe};
 
+/// The organization's `mode` (docs/reference/policy-files.md, "Report mode").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
+    /// Denials are denied (the default).
     Enforce,
     /// Allowlist denials are allowed and logged as `would_deny`.
     Report,
 }
 
+/// `[shared_hosting] action`: what a name on shared hosting gets
+/// (docs/reference/policy-files.md, "Shared hosting").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SharedHostingAction {
+    /// Allowed when the policies allow it, and marked in the audit log (the default).
     Flag,
+    /// Refused (`shared_hosting`), whatever the policies allow.
     Deny,
 }
 
@@ -70,6 +76,7 @@ impl OrgPolicy {
         &self.name
     }
 
+    /// `mode`.
     pub fn mode(&self) -> Mode {
         self.mode
     }
@@ -84,6 +91,7 @@ impl OrgPolicy {
         &self.denied
     }
 
+    /// `allowed_ports` (`[80, 443]` when not set): the ports of a port-less entry.
     pub fn allowed_ports(&self) -> &[u16] {
         &self.allowed_ports
     }
@@ -98,6 +106,7 @@ impl OrgPolicy {
         &self.default_policy
     }
 
+    /// `[shared_hosting] action`.
     pub fn shared_hosting_action(&self) -> SharedHostingAction {
         self.shared_hosting_action
     }
@@ -107,10 +116,12 @@ impl OrgPolicy {
         &self.shared_hosting_extra
     }
 
+    /// `[[credentials]]`, in the order written.
     pub fn credentials(&self) -> &[CredentialRule] {
         &self.credentials
     }
 
+    /// `[tunnels]`.
     pub fn tunnels(&self) -> &Tunnels {
         &self.tunnels
     }
@@ -144,8 +155,11 @@ impl OrgPolicy {
 /// A validated request-level policy (`network_policy`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RequestPolicy {
+    /// `{"type": "disabled"}`: no network at all.
     Disabled,
+    /// `{"type": "allowlist", ...}`: only these destinations, within the levels above.
     Allowlist {
+        /// `allowed_domains`.
         domains: DomainSet,
         /// `None`: this level allows no literal IPs (and does not narrow where names land).
         cidrs: Option<Vec<IpNet>>,
@@ -165,18 +179,26 @@ pub struct Sealed(pub(crate) ());
 /// of the policy is left out here too).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OrgSpans {
+    /// `allowed_domains`.
     pub allowed_domains: Vec<usize>,
+    /// `denied_domains`.
     pub denied_domains: Vec<usize>,
+    /// `allowed_ports`.
     pub allowed_ports: Vec<usize>,
+    /// `allowed_cidrs`, with each entry's text.
     pub allowed_cidrs: Vec<Written>,
+    /// `[shared_hosting] extra_domains`.
     pub extra_domains: Vec<usize>,
+    /// The entries of `default_network_policy`.
     pub default_policy: RequestSpans,
 }
 
 /// Where the entries of a compiled request policy were written, as [`OrgSpans`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RequestSpans {
+    /// `allowed_domains`.
     pub allowed_domains: Vec<usize>,
+    /// `allowed_cidrs`, with each entry's text.
     pub allowed_cidrs: Vec<Written>,
     /// Where `max_upload_bytes` was written, when it was.
     pub max_upload_bytes: Option<usize>,
@@ -185,13 +207,16 @@ pub struct RequestSpans {
 /// A CIDR entry: where, and the text as written (the policy keeps the network only).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Written {
+    /// The byte offset of the entry's literal.
     pub at: usize,
+    /// The entry as written (`10.0.0.1/8`, where the policy keeps `10.0.0.0/8`).
     pub text: String,
 }
 
 /// One `[[credentials]]` table, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CredentialRule {
+    /// The one host whose requests get the header.
     pub host: HostName,
     /// Lower case, a valid header name, and none the proxy owns.
     pub header: String,

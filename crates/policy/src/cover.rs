@@ -187,6 +187,7 @@ pub struct Widened {
     /// The entry: as written for a domain, the network for a CIDR, `max_upload_bytes = N`
     /// for a budget.
     pub text: String,
+    /// Why it widens (`not in the organization allowlist` ...).
     pub why: String,
     /// Where it was written.
     pub at: usize,

@@ -19,7 +19,9 @@ pub use super::verdict::{Decision, Level, Reason, Verdict, VerdictKind};
 /// Where a request wants to go.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
+    /// The name (normalised) or literal IP asked for.
     pub host: Host,
+    /// The port asked for.
     pub port: u16,
 }
 
@@ -27,7 +29,10 @@ pub struct Target {
 /// widest first, each already checked to be covered by those above.
 #[derive(Clone, Copy, Debug)]
 pub struct Effective<'a> {
+    /// The organization policy.
     pub org: &'a OrgPolicy,
+    /// The request levels (`default_network_policy`, a session's policy, an
+    /// `X-Network-Policy` header), widest first.
     pub levels: &'a [&'a RequestPolicy],
 }
 

@@ -57,7 +57,7 @@ pub const ENTRY_KEYS: [&str; 5] = ["host", "methods", "paths", "access", "inspec
 
 /// An entry's `access`: the only value there is, a name for `GET`, `HEAD`, `OPTIONS`.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-pub enum RawAccess {
+pub(crate) enum RawAccess {
     #[serde(rename = "read-only")]
     ReadOnly,
 }
@@ -65,7 +65,7 @@ pub enum RawAccess {
 /// `mode`. The variant names (and serde's "unknown variant" message) come from here.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub enum RawMode {
+pub(crate) enum RawMode {
     Enforce,
     Report,
 }
@@ -73,7 +73,7 @@ pub enum RawMode {
 /// `[shared_hosting] action`.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub enum RawSharedHostingAction {
+pub(crate) enum RawSharedHostingAction {
     Flag,
     Deny,
 }
@@ -81,7 +81,7 @@ pub enum RawSharedHostingAction {
 /// A request policy's `type`.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub enum RawPolicyType {
+pub(crate) enum RawPolicyType {
     Disabled,
     Allowlist,
 }

@@ -11,7 +11,10 @@ use super::host::{Host, HostName};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FirstBytes {
     /// A TLS ClientHello, with its server name if it carries one.
-    Tls { server_name: Option<String> },
+    Tls {
+        /// The `server_name` extension's host name, as sent.
+        server_name: Option<String>,
+    },
     /// Bytes that are not a TLS ClientHello.
     NotTls,
     /// The server spoke first (the client sent nothing yet).

@@ -13,26 +13,38 @@ use super::rules::Rules;
 /// Why a string is not a valid host name or host.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HostError {
+    /// Nothing, or only a trailing dot.
     #[error("empty host name")]
     Empty,
+    /// An IP address in some spelling, where a name was wanted.
     #[error("this is an IP address, not a host name")]
     IsIpAddress,
+    /// Its last label is a number (decimal or `0x` hex: the WHATWG "ends in a number"),
+    /// yet it is no IPv4 address in any spelling.
     #[error("ends in a number but is not a valid IPv4 address")]
     InvalidIpv4,
+    /// A character no host name has.
     #[error("invalid character {0:?} in host name")]
     InvalidCharacter(char),
+    /// A label that starts or ends with `-`.
     #[error("a label may not start or end with a hyphen")]
     HyphenAtLabelEdge,
+    /// A label of more than 63 bytes.
     #[error("a label is longer than 63 characters")]
     LabelTooLong,
+    /// More than 253 bytes.
     #[error("the name is longer than 253 characters")]
     NameTooLong,
+    /// Two dots in a row, or a leading dot.
     #[error("empty label (two dots in a row, or a leading dot)")]
     EmptyLabel,
+    /// Refused by IDNA (UTS-46) normalisation.
     #[error("the name does not survive IDNA (UTS-46) normalisation")]
     Idna,
+    /// A bracketed IPv6 literal that does not parse.
     #[error("invalid IPv6 address")]
     InvalidIpv6,
+    /// An IPv6 literal with a zone id.
     #[error("an IPv6 zone id (`%...`) is not allowed")]
     ZoneId,
 }
@@ -57,6 +69,7 @@ impl HostName {
         }
     }
 
+    /// The normalised name.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -144,7 +157,7 @@ fn validate(name: &str) -> Result<(), HostError> {
 
 /// The WHATWG URL IPv4 parser: 1 to 4 parts, each decimal, octal (leading `0`) or hex
 /// (`0x`); the last part fills the remaining bytes; one trailing dot allowed.
-pub fn parse_ipv4_lenient(s: &str) -> Option<Ipv4Addr> {
+pub(crate) fn parse_ipv4_lenient(s: &str) -> Option<Ipv4Addr> {
     let s = s.strip_suffix('.').unwrap_or(s);
     let parts: Vec<&str> = s.split('.').collect();
     if parts.is_empty() || parts.len() > 4 {
@@ -195,7 +208,9 @@ fn parse_ipv4_number(part: &str) -> Option<u64> {
 /// A target host as it appears in a URL authority or `CONNECT` target, without the port.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Host {
+    /// A DNS name, normalised.
     Name(HostName),
+    /// A literal IP address (IPv6 written in brackets).
     Ip(IpAddr),
 }
 
@@ -252,6 +267,8 @@ pub enum DomainPattern {
 }
 
 impl DomainPattern {
+    /// Whether `host` is the name (`Exact`) or strictly below the base (`Subtree`), on
+    /// label boundaries.
     pub fn matches(&self, host: &HostName) -> bool {
         match self {
             DomainPattern::Exact(name) => name == host,
@@ -277,26 +294,37 @@ pub(crate) fn is_strictly_below(name: &str, base: &str) -> bool {
 /// Why a domain list entry is refused when loading.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EntryError {
+    /// An empty string.
     #[error("empty entry")]
     Empty,
+    /// `*` alone.
     #[error("a bare `*` would match everything; write a domain such as `*.example.com`")]
     BareWildcard,
+    /// A `*` anywhere but as the whole first label.
     #[error("a wildcard is allowed only as the whole first label, as in `*.example.com`")]
     MisplacedWildcard,
+    /// A URL's scheme (`https://`).
     #[error("entries are host names, not URLs: remove the scheme (`https://`)")]
     Scheme,
+    /// A URL's path.
     #[error("entries are host names, not URLs: remove the path")]
     Path,
+    /// A URL's user part (`user@`).
     #[error("entries are host names: remove the user part (`...@`)")]
     Userinfo,
+    /// A URL's query or fragment.
     #[error("entries are host names, not URLs: remove the query or fragment")]
     QueryOrFragment,
+    /// An IP address (IPs go in `allowed_cidrs`).
     #[error("an IP address is not a domain: IPs go in allowed_cidrs")]
     IpAddress,
+    /// A port that is not 1-65535, as written.
     #[error("invalid port {0:?}: a port is a number from 1 to 65535")]
     InvalidPort(String),
+    /// `*.` over a public suffix (`*.com`): the suffix.
     #[error("`*.{0}` would match everything under the public suffix `{0}`; name a registrable domain below it")]
     PublicSuffixWildcard(String),
+    /// The name part is not a host name.
     #[error("invalid host name: {0}")]
     Host(HostError),
 }
@@ -304,7 +332,9 @@ pub enum EntryError {
 /// One entry of a domain list: a pattern, an optional port, and the text as written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DomainEntry {
+    /// The name part.
     pub pattern: DomainPattern,
+    /// `:port` when written; `None`: the organization's `allowed_ports`.
     pub port: Option<u16>,
     /// Shared, so a [`Decision`](crate::Decision) names its rule without
     /// allocating. For an entry written as a table, the `host` value.
@@ -388,6 +418,7 @@ impl DomainEntry {
         self.rules.is_some()
     }
 
+    /// Whether its pattern matches `host`, on any port.
     pub fn matches_host(&self, host: &HostName) -> bool {
         self.pattern.matches(host)
     }
@@ -397,6 +428,7 @@ impl DomainEntry {
         self.matches_host(host) && self.allows_port(port, default_ports)
     }
 
+    /// Whether it allows `port`: its own, or one of `default_ports` when it has none.
     pub fn allows_port(&self, port: u16, default_ports: &[u16]) -> bool {
         match self.port {
             Some(p) => p == port,

@@ -1,7 +1,26 @@
-//! The pure policy core: no tokio, no hyper, no I/O.
+//! The pure policy core of egress-proxy: no tokio, no hyper, no I/O.
 //!
 //! Text goes in (organization TOML, request policy JSON, a request's host and port), and
-//! compiled policies and [`decide::Decision`]s come out.
+//! compiled policies and [`Decision`]s come out. It is a crate of its own so that the
+//! compiler keeps it pure: its `Cargo.toml` lists no runtime, socket, TLS or HTTP crate
+//! (docs/development.md, "The policy core is pure"), and it has no unsafe code.
+//!
+//! # Public API
+//!
+//! What the proxy, `check`, `lint`, `diff`, the audit commands and the fuzz targets use:
+//! the types and functions re-exported at the root, and the modules below for the
+//! families of helpers they reach (the covering law, shared hosting, rules, the file
+//! formats' key lists). Everything else is the crate's own (`unreachable_pub` says when
+//! a `pub` is not reachable from here), and every public item is documented.
+//!
+//! # Modules
+//!
+//! Each imports only modules before it in this order, so there is no import circle:
+//! `file`, `path`, `address`, `verdict`; `rules`, `host`; `compiled` (the types);
+//! `interception`, `budget`, `steps`, `shared_hosting`, `request_rules`; `cover` (the
+//! covering law); `compile` (the compiler, which needs the law: a
+//! `default_network_policy` that widens is a problem of the file); `decide`; `names`,
+//! `first_bytes`.
 //!
 //! - [`file`](mod@file): the shapes of the files: keys, value names, defaults.
 //! - [`compiled`]: the compiled policies, [`OrgPolicy`] and [`RequestPolicy`], with the
@@ -20,6 +39,8 @@
 //!   listener's question).
 //! - [`path`]: request paths normalised for the rules ([`NormalPath`]).
 //! - [`rules`]: the `methods` / `paths` / `access` / `inspect` of an entry ([`Rules`]).
+//! - `request_rules`: the entry of a level that allows a request's method and path
+//!   ([`Http`]), and whether a `CONNECT` must be intercepted.
 //! - [`shared_hosting`]: is this name or pattern on shared hosting.
 //! - [`first_bytes`]: the judgement of a tunnel's first bytes (TLS server name,
 //!   `[tunnels]`): [`judge_first_bytes`] of a [`FirstBytes`].

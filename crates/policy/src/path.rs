@@ -24,6 +24,7 @@ use std::fmt;
 pub struct NormalPath(String);
 
 impl NormalPath {
+    /// The normal form.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -38,22 +39,31 @@ impl fmt::Display for NormalPath {
 /// Why a path does not normalise (the refusal's detail; the reason is `invalid_request`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
+    /// Not starting with `/` (origin-form paths only).
     #[error("the path must start with `/`")]
     NotAbsolute,
+    /// `%2F`, `%5C` or `%00`, as written.
     #[error("the path holds `{0}`, an encoded slash, backslash or NUL")]
     EncodedSeparator(String),
+    /// `%25` before two hex digits, as written.
     #[error("the path holds `{0}`, an encoded percent sign before hex digits (double encoding)")]
     DoubleEncoded(String),
+    /// A `%` not followed by two hex digits.
     #[error("the path holds a malformed percent escape")]
     BadEscape,
+    /// A character a path may not hold (a control, a space, `\\` ...).
     #[error("the path holds the character {0:?}, which a path may not")]
     BadCharacter(char),
+    /// `//`.
     #[error("the path holds an empty segment (`//`)")]
     EmptySegment,
+    /// `;`: path parameters are not judged.
     #[error("the path holds `;` (path parameters are not judged)")]
     Parameter,
+    /// More `..` than segments.
     #[error("the path climbs above the root with `..`")]
     AboveRoot,
+    /// Escapes that do not decode to UTF-8.
     #[error("the path is not UTF-8 once decoded")]
     NotUtf8,
 }

@@ -17,7 +17,9 @@ use super::verdict::{Decision, Level, Reason};
 /// intercepted tunnel has one; a `CONNECT` does not.
 #[derive(Clone, Copy, Debug)]
 pub struct Http<'a> {
+    /// The method, as sent (methods are case-sensitive).
     pub method: &'a str,
+    /// The path, normalised.
     pub path: &'a NormalPath,
 }
 

@@ -34,6 +34,7 @@ pub struct Rules {
 /// One of `paths`: an exact path, or a prefix written `/prefix/*`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PathRule {
+    /// The path itself (`/user`).
     Exact(String),
     /// The prefix with its final `/` (`/repos/acme/` for `/repos/acme/*`).
     Prefix(String),
@@ -42,10 +43,13 @@ pub enum PathRule {
 /// Why a `paths` element is refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PathRuleError {
+    /// A `*` other than a final `/*`.
     #[error("a path is exact (`/user`) or a prefix ending in `/*` (`/repos/acme/*`); `*` may appear only there")]
     Wildcard,
+    /// The path does not normalise.
     #[error("{0}")]
     Path(PathError),
+    /// The path is not written in normal form: the normal form (with its `*`).
     #[error("write the path in normal form: `{0}`")]
     NotNormal(String),
 }
@@ -77,6 +81,7 @@ impl PathRule {
         })
     }
 
+    /// Whether `path` is the exact path, or starts with the prefix.
     pub fn matches(&self, path: &NormalPath) -> bool {
         match self {
             PathRule::Exact(p) => p == path.as_str(),
@@ -159,12 +164,14 @@ impl Rules {
         out
     }
 
+    /// Whether `methods` allows `method` (no `methods`: every method).
     pub fn allows_method(&self, method: &str) -> bool {
         self.methods
             .as_ref()
             .is_none_or(|m| m.iter().any(|x| x == method))
     }
 
+    /// Whether `paths` allows `path` (no `paths`: every path).
     pub fn allows_path(&self, path: &NormalPath) -> bool {
         self.paths
             .as_ref()
@@ -182,7 +189,7 @@ impl Rules {
 /// methods a subset, each path
 /// inside one of `o`'s; no rules allow everything). `None` when covered, else the field
 /// that widens, for the widening message.
-pub fn rules_widen(r: Option<&Rules>, o: Option<&Rules>) -> Option<&'static str> {
+pub(crate) fn rules_widen(r: Option<&Rules>, o: Option<&Rules>) -> Option<&'static str> {
     let o = o?;
     let methods_ok = match (&o.methods, r.and_then(|r| r.methods.as_ref())) {
         (None, _) => true,

@@ -98,6 +98,7 @@ const SINK_MAX_LABELS: usize = 3;
 
 static SINK_SET: std::sync::OnceLock<DomainSet> = std::sync::OnceLock::new();
 
+/// Whether `host` is on shared hosting: under a built-in sink or an `extra_domains` entry.
 pub fn is_shared_hosting(host: &HostName, extra: &DomainSet) -> bool {
     classify(host, extra).is_some()
 }

@@ -9,7 +9,9 @@ use serde::Serialize;
 /// What was decided, carrying the reason of every verdict but an allow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Verdict {
+    /// Let through.
     Allow,
+    /// Refused, for this reason.
     Deny(Reason),
     /// Report mode relaxed an allowlist denial: allowed, logged as `would_deny`.
     WouldDeny(Reason),
@@ -19,12 +21,16 @@ pub enum Verdict {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
+    /// [`Verdict::Allow`].
     Allow,
+    /// [`Verdict::Deny`].
     Deny,
+    /// [`Verdict::WouldDeny`].
     WouldDeny,
 }
 
 impl VerdictKind {
+    /// The kind as outputs spell it (`allow`, `deny`, `would_deny`).
     pub fn as_str(self) -> &'static str {
         match self {
             VerdictKind::Allow => "allow",
@@ -35,6 +41,7 @@ impl VerdictKind {
 }
 
 impl Verdict {
+    /// The verdict without its reason.
     pub fn kind(self) -> VerdictKind {
         match self {
             Verdict::Allow => VerdictKind::Allow,
@@ -56,20 +63,35 @@ impl Verdict {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
+    /// No organization entry matches the host (or no organization CIDR covers a literal IP).
     NotInOrgAllowlist,
+    /// The organization allows it, a request level does not.
     NotInRequestPolicy,
+    /// A request level is `{"type": "disabled"}`.
     NetworkDisabled,
+    /// An organization `denied_domains` entry matches.
     DeniedDomain,
+    /// An entry matches the host, but not on this port.
     PortNotAllowed,
+    /// The name is on shared hosting and `[shared_hosting] action = "deny"`.
     SharedHosting,
+    /// The address is in a refused class, no CIDR opens it, or it is the proxy's own.
     PrivateAddress,
+    /// A request policy asks for more than the levels above allow.
     PolicyWidening,
+    /// The target's host does not survive normalisation.
     InvalidHost,
+    /// Not a proxy request the proxy judges (framing, scheme, a path that does not normalise ...).
     InvalidRequest,
+    /// An `X-Network-Policy` header that does not parse, or two of them.
     InvalidPolicy,
+    /// A `Host` header names another authority than the request target.
     HostMismatch,
+    /// A tunnel's first bytes break the `CONNECT` host or `[tunnels]`.
     SniMismatch,
+    /// Session credentials missing, malformed or not accepted.
     AuthRequired,
+    /// Too many tunnels for one client or session, or the connection limit.
     LimitExceeded,
     /// The audit log cannot be written: nothing is let through unrecorded.
     AuditUnavailable,
@@ -86,6 +108,7 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, in the order of docs/reference/answers.md.
     pub const ALL: [Reason; 20] = [
         Reason::NotInOrgAllowlist,
         Reason::NotInRequestPolicy,
@@ -109,6 +132,8 @@ impl Reason {
         Reason::SessionStoreUnavailable,
     ];
 
+    /// The reason as the answer, the audit log and the metrics spell it
+    /// (`not_in_org_allowlist` ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::NotInOrgAllowlist => "not_in_org_allowlist",
@@ -171,12 +196,16 @@ impl std::fmt::Display for Reason {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Level {
+    /// The organization policy.
     Org,
+    /// A request level.
     Request,
+    /// The address check, after resolving.
     Address,
 }
 
 impl Level {
+    /// The level as the audit record spells it (`org`, `request`, `address`).
     pub fn as_str(self) -> &'static str {
         match self {
             Level::Org => "org",
@@ -189,11 +218,15 @@ impl Level {
 /// A decision and why: read by the answer, the audit record, `check` and `lint`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
+    /// What was decided, with its reason.
     pub verdict: Verdict,
     /// The entry that decided (the org allow entry for an allow), as written. Shared with
     /// the compiled entry, so deciding does not allocate.
     pub rule: Option<Arc<str>>,
+    /// The level that decided.
     pub level: Level,
+    /// Whether the name is on shared hosting (allowed under `action = "flag"`, and so
+    /// marked in the audit record).
     pub shared_hosting: bool,
 }
 
@@ -208,6 +241,7 @@ impl Decision {
         self.verdict.reason()
     }
 
+    /// A denial for `reason` by `level`, naming `rule` when one decided.
     pub fn deny(reason: Reason, level: Level, rule: Option<Arc<str>>) -> Decision {
         Decision {
             verdict: Verdict::Deny(reason),

@@ -139,7 +139,7 @@ pub(super) fn table<'a, N: Node<'a>>(
 
 impl<'a, N: Node<'a>> Table<'a, N> {
     /// The values of `keys`, in their order (`None` for a key not set).
-    pub fn take<const K: usize>(&self, keys: &[&str; K]) -> [Option<N>; K] {
+    pub(super) fn take<const K: usize>(&self, keys: &[&str; K]) -> [Option<N>; K] {
         keys.map(|k| {
             self.entries
                 .iter()
@@ -150,7 +150,12 @@ impl<'a, N: Node<'a>> Table<'a, N> {
     }
 
     /// Each key not in `known` is a problem; `table` says where the table sits.
-    pub fn unknown(&self, p: &mut Problems, table: &'static str, known: &'static [&'static str]) {
+    pub(super) fn unknown(
+        &self,
+        p: &mut Problems,
+        table: &'static str,
+        known: &'static [&'static str],
+    ) {
         for e in self.entries.iter().filter(|e| !known.contains(&e.key)) {
             let kind = ProblemKind::UnknownKey {
                 table,

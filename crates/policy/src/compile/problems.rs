@@ -8,10 +8,15 @@ use crate::host::EntryError;
 /// One thing wrong with a policy file. Line and column are 1-based.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
+    /// The line it is on (`None`: the file as a whole, or a policy without a text).
     pub line: Option<usize>,
+    /// The column, counted in characters.
     pub column: Option<usize>,
+    /// The entry it is about, as written, when it is about one.
     pub entry: Option<String>,
+    /// What is wrong, worded for the person who wrote the file.
     pub message: String,
+    /// What kind of problem it is.
     pub kind: ProblemKind,
 }
 
@@ -23,17 +28,31 @@ pub enum ProblemKind {
     /// A key the format does not have: `key` in the table whose keys are `known`;
     /// `table` is where that table sits (`""` at the top, `shared_hosting.` ...).
     UnknownKey {
+        /// Where the table sits.
         table: &'static str,
+        /// The key as written.
         key: String,
+        /// The keys the table has.
         known: &'static [&'static str],
     },
     /// An entry of the domain list `list` that is not a destination pattern.
-    Domain { list: String, error: EntryError },
+    Domain {
+        /// The list's name as messages give it (`allowed_domains` ...).
+        list: String,
+        /// Why the entry is refused.
+        error: EntryError,
+    },
     /// A field of an entry written as a table in the list `list` (`methods`, `paths`,
     /// `access`, `inspect`) that the format refuses; the entry is named by its `host`.
-    Rule { list: String },
+    Rule {
+        /// The list's name as messages give it.
+        list: String,
+    },
     /// An entry of the CIDR list `list` that is not a CIDR.
-    Cidr { list: String },
+    Cidr {
+        /// The list's name as messages give it.
+        list: String,
+    },
     /// The organization's `default_network_policy` names what the organization does not
     /// allow. Checked only when nothing else is wrong with the file.
     Widening,
@@ -46,7 +65,9 @@ pub enum ProblemKind {
 /// field name would be taken for the error's cause.)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PolicyError {
+    /// The name of the file, as messages give it.
     pub source: String,
+    /// Every problem found, in text order.
     pub problems: Vec<Problem>,
 }
 
@@ -83,14 +104,15 @@ pub(super) struct Problems<'t> {
 
 impl<'t> Problems<'t> {
     /// `text` is what offsets point into: empty when the policy came without a text.
-    pub fn new(text: &'t str) -> Problems<'t> {
+    pub(super) fn new(text: &'t str) -> Problems<'t> {
         Problems {
             text,
             list: Vec::new(),
         }
     }
 
-    pub fn push(
+    /// A problem at byte offset `at` of the text (`None`: the file as a whole).
+    pub(super) fn push(
         &mut self,
         at: Option<usize>,
         kind: ProblemKind,
@@ -101,7 +123,7 @@ impl<'t> Problems<'t> {
     }
 
     /// A problem at a line and column given by a parser.
-    pub fn push_at_line(
+    pub(super) fn push_at_line(
         &mut self,
         at: Option<usize>,
         position: Option<(usize, usize)>,
@@ -121,21 +143,22 @@ impl<'t> Problems<'t> {
     }
 
     /// Anything else the format refuses ([`ProblemKind::Invalid`]).
-    pub fn invalid(&mut self, at: Option<usize>, message: String) {
+    pub(super) fn invalid(&mut self, at: Option<usize>, message: String) {
         self.push(at, ProblemKind::Invalid, None, message);
     }
 
-    pub fn is_empty(&self) -> bool {
+    /// Whether nothing was found so far.
+    pub(super) fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 
     /// How many problems so far: a reader compares it before and after a part.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.list.len()
     }
 
     /// The problems in the order of the text (those without a position keep theirs).
-    pub fn finish(mut self) -> Vec<Problem> {
+    pub(super) fn finish(mut self) -> Vec<Problem> {
         self.list.sort_by_key(|(at, _)| *at);
         self.list.into_iter().map(|(_, p)| p).collect()
     }

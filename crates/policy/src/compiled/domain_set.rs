@@ -39,7 +39,7 @@ const NONE: u32 = u32::MAX;
 
 /// Keys that are already hashes ([`suffix_hash`]) are used as they are.
 #[derive(Default)]
-pub struct Prehashed(u64);
+pub(crate) struct Prehashed(u64);
 
 impl Hasher for Prehashed {
     fn write(&mut self, _: &[u8]) {
@@ -77,6 +77,7 @@ pub struct NameProbe<'h> {
 }
 
 impl<'h> NameProbe<'h> {
+    /// One pass over `host`, from its last byte to its first.
     pub fn new(host: &'h HostName) -> NameProbe<'h> {
         let name = host.as_str();
         let mut probe = NameProbe {
@@ -160,14 +161,17 @@ impl DomainSet {
         set
     }
 
+    /// The entries, in the order written.
     pub fn entries(&self) -> &[DomainEntry] {
         &self.entries
     }
 
+    /// How many entries.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
+    /// Whether there are no entries.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -185,7 +189,10 @@ impl DomainSet {
 
     /// [`DomainSet::matching`] for a host already cut into a [`NameProbe`], so several
     /// sets share one pass over the host.
-    pub fn matching_probe<'a, 'h, P: Borrow<NameProbe<'h>>>(&'a self, probe: P) -> Matching<'a, P> {
+    pub(crate) fn matching_probe<'a, 'h, P: Borrow<NameProbe<'h>>>(
+        &'a self,
+        probe: P,
+    ) -> Matching<'a, P> {
         let (labels, hash) = probe.borrow().full();
         Matching {
             set: self,
