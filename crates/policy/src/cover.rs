@@ -1,5 +1,7 @@
-//! The narrowing relation (SPEC sections 2 and 10): a request policy may only narrow the
-//! levels above it, and one that widens is refused as a whole, naming every offender.
+//! The narrowing relation (docs/reference/policy-files.md, "Covering"): a request policy
+//! may only narrow the levels above it, and one that widens is refused as a whole,
+//! naming every offender. [`widened`] is the same law over a file, with where each
+//! offending entry was written.
 
 use std::fmt;
 
