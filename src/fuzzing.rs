@@ -199,7 +199,7 @@ mod tests {
         let seen = crate::judgement::client_hello::read_hello(&hello);
         assert_eq!(
             seen,
-            Some(crate::policy::tls::FirstBytes::Tls {
+            Some(crate::policy::FirstBytes::Tls {
                 server_name: Some("secure.test".into())
             }),
             "the seed is a real ClientHello, so the fuzzer starts from the parser's deep paths"

@@ -22,8 +22,9 @@
 //!   the binary.
 //! - `load`: the one loader of policy files and `--resolve` pins, for `serve`, `check`
 //!   and reload.
-//! - [`policy`]: the pure policy core: raw file shapes, compiling, host names and
-//!   patterns, the narrowing relation, the decision, shared hosting, address classes.
+//! - [`policy`]: the pure policy core, the `egress-policy` crate (`crates/policy/`): raw
+//!   file shapes, compiling, host names and patterns, the narrowing relation, the
+//!   decision, shared hosting, address classes.
 //! - `judgement`: the judgement below every listener: the policies in force, the state
 //!   the listeners share, the order of judgement for one request, refusals, and the
 //!   audit records and counts of a decision. Where a new listener (SOCKS5) plugs in.
@@ -87,7 +88,9 @@ pub mod lint;
 pub(crate) mod load;
 pub(crate) mod metrics;
 pub(crate) mod net;
-pub mod policy;
+/// The pure policy core, a crate of its own (`crates/policy/`, `egress-policy`) so the
+/// compiler keeps it free of I/O: re-exported here under the name every module uses.
+pub use egress_policy as policy;
 pub(crate) mod proxy;
 pub mod review;
 pub mod run;

@@ -1,5 +1,5 @@
 //! The per-entry comparison of domain lists, decided by the covering relation
-//! (src/policy/cover.rs), never by text: an entry of one side that the other side's
+//! (crates/policy/src/cover.rs), never by text: an entry of one side that the other side's
 //! entries cover is no change, so reordering, rewriting an entry in another spelling, or
 //! adding a redundant entry reports nothing, and `*.example.com` replacing
 //! `a.example.com` and `b.example.com` is one change (the wildcard).

@@ -84,7 +84,7 @@ fn inspection(old: &OrgPolicy, new: &OrgPolicy, spans: &OrgSpans) -> Vec<Change>
 fn credentials(old: &OrgPolicy, new: &OrgPolicy, loc: &Locator) -> Vec<Change> {
     let setting = "credentials";
     let at = loc.key(&["credentials"]);
-    let key = |c: &crate::policy::compile::CredentialRule| {
+    let key = |c: &crate::policy::CredentialRule| {
         format!(
             "{} header {} from {}",
             c.host,

@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 
 use super::refusal::Refusal;
-use crate::policy::tls::{judge_first_bytes, FirstBytes};
+use crate::policy::{judge_first_bytes, FirstBytes};
 use crate::policy::{Target, Tunnels, Verdict};
 
 /// The most bytes read while waiting for a whole ClientHello (a record is at most 16 KiB

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::policy::compile::line_col;
+use crate::policy::line_col;
 use crate::policy::OrgPolicy;
 
 mod credentials;

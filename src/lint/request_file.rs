@@ -3,8 +3,8 @@
 
 use super::entries::{self, ListCtx};
 use super::{problems, Finding, RuleId, Sink};
-use crate::policy::compile::widened;
 use crate::policy::file::DEFAULT_PORTS;
+use crate::policy::widened;
 use crate::policy::{DomainSet, OrgPolicy, RequestPolicy, RequestSpans, SharedHostingAction};
 
 /// Lint one request policy; with `org`, also check it narrows that organization policy.

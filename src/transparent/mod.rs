@@ -45,7 +45,7 @@ use crate::judgement::refusal::{Refusal, Stop};
 use crate::judgement::State;
 use crate::metrics::Outcome;
 use crate::net::synthetic::SyntheticNames;
-use crate::policy::tls::{judge_first_bytes, FirstBytes};
+use crate::policy::{judge_first_bytes, FirstBytes};
 use crate::policy::{Host, HostName, Reason, Target, Verdict};
 // The one dependency on the HTTP proxy: an HTTP connection is served by its connection
 // code, and a tunnel by its tunnel code (relay, idle watch, interception).

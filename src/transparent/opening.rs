@@ -7,7 +7,7 @@
 //! waited on; they are never relayed.
 
 use crate::judgement::client_hello::{read_hello, TLS_HANDSHAKE};
-use crate::policy::tls::FirstBytes;
+use crate::policy::FirstBytes;
 
 /// What a redirected connection's first bytes are, as far as they go.
 #[derive(Debug, Clone, PartialEq, Eq)]

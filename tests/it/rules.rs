@@ -107,7 +107,7 @@ async fn a_path_outside_paths_is_path_not_allowed() {
     assert_eq!(origin.hits(), 3, "{:?}", origin.requests());
 }
 
-/// Every trick of the path table (src/policy/path_tests.rs) on the wire: refused with
+/// Every trick of the path table (crates/policy/src/path_tests.rs) on the wire: refused with
 /// 400 `invalid_request` or 403 `path_not_allowed`, or forwarded as its normal form,
 /// which lies inside an allowed path. One audit record per refusal.
 #[tokio::test]
