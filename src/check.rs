@@ -13,6 +13,7 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
+pub use crate::config::check::Format;
 use crate::config::CheckConfig;
 use crate::load::{self, LoadError};
 use crate::policy::{
@@ -27,13 +28,6 @@ pub enum CheckError {
     Load(#[from] LoadError),
     #[error("target {target:?}: {message}")]
     Target { target: String, message: String },
-}
-
-/// How `check` prints its results (`--format`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    Text,
-    Json,
 }
 
 /// One decided target.

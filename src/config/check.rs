@@ -6,10 +6,16 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use super::{flag, ConfigError};
-use crate::check::Format;
 use crate::cli::{CheckArgs, CheckFormat};
 use crate::load;
 use crate::policy::rules::valid_method;
+
+/// How `check` prints its results (`--format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
 
 /// Everything `check` decides with, validated.
 #[derive(Debug, Clone)]

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use crate::load::LoadError;
 
-mod check;
+pub mod check;
 mod run;
 mod serve;
 
 pub use check::CheckConfig;
-pub use run::{InitConfig, RulesConfig, RunConfig};
+pub use run::{InitConfig, Ports, RulesConfig, RunConfig, PROXY_PORT};
 pub use serve::{AdminConfig, CaSource, ServeConfig, SessionStoreConfig};
 
 /// Why the flags do not make a configuration.

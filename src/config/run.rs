@@ -8,7 +8,27 @@ use std::path::PathBuf;
 
 use super::{ConfigError, ServeConfig};
 use crate::cli::{self, JailInitArgs, RulesArgs, RunArgs};
-use crate::run::rules::{Ports, PROXY_PORT};
+
+/// The explicit proxy's port in the jail (127.0.0.1), named by CMD's proxy variables.
+pub const PROXY_PORT: u16 = 3128;
+
+/// Where the jail's redirected traffic goes: the transparent listener's port (every
+/// redirected TCP connection) and the DNS listener's (every query to port 53), both on
+/// 127.0.0.1. `rules --transparent-port` and `--dns-port` set them for a sidecar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ports {
+    pub transparent: u16,
+    pub dns: u16,
+}
+
+impl Default for Ports {
+    fn default() -> Ports {
+        Ports {
+            transparent: cli::TRANSPARENT_PORT,
+            dns: cli::DNS_PORT,
+        }
+    }
+}
 
 /// Everything `run` runs with, validated as far as it can be without the jail.
 #[derive(Debug, Clone)]

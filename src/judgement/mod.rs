@@ -49,6 +49,3 @@ pub mod tunnel_counts;
 
 pub use policies::Policies;
 pub use state::{Limits, Phase, State};
-
-#[cfg(test)]
-mod layering_tests;

@@ -16,33 +16,11 @@
 
 use std::fmt::Write;
 
-/// The explicit proxy's port in the jail (127.0.0.1), named by CMD's proxy variables.
-pub const PROXY_PORT: u16 = 3128;
-/// The transparent listener's port in the jail (127.0.0.1), where every redirected TCP
-/// connection arrives; `rules`' default `--transparent-port`.
-pub const TRANSPARENT_PORT: u16 = 3129;
-/// The DNS listener's port in the jail (127.0.0.1, UDP and TCP), where every query to
-/// port 53 arrives; `rules`' default `--dns-port`.
-pub const DNS_PORT: u16 = 3053;
+pub use crate::cli::{DNS_PORT, TRANSPARENT_PORT};
+pub use crate::config::{Ports, PROXY_PORT};
 
 /// The table both rulesets create (and the sidecar's replaces).
 pub const TABLE: &str = "egress_proxy";
-
-/// Where redirected traffic goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ports {
-    pub transparent: u16,
-    pub dns: u16,
-}
-
-impl Default for Ports {
-    fn default() -> Ports {
-        Ports {
-            transparent: TRANSPARENT_PORT,
-            dns: DNS_PORT,
-        }
-    }
-}
 
 /// The ruleset applied in `run`'s namespace, where only CMD and the proxy's listening
 /// sockets live: nothing is exempt.

@@ -12,8 +12,8 @@ fn root() -> PathBuf {
 }
 
 /// Each module's layer, from the document's table: the rows after the `| layer |`
-/// header, whose first cell is a number and whose second names `src/NAME/` or
-/// `src/NAME.rs` in backticks.
+/// header, whose first cell is a number and whose second names `src/NAME/`,
+/// `src/NAME.rs` or `crates/NAME/` in backticks.
 fn layers(doc: &str) -> BTreeMap<String, u32> {
     let mut layers = BTreeMap::new();
     let rows = doc
@@ -30,7 +30,12 @@ fn layers(doc: &str) -> BTreeMap<String, u32> {
             continue;
         };
         for name in modules.split('`').skip(1).step_by(2) {
-            let Some(path) = name.strip_prefix("src/") else {
+            // `src/NAME/`, `src/NAME.rs`, or `crates/NAME/`: a crate of the workspace the
+            // proxy crate re-exports under that name (`crates/policy/` is `policy`).
+            let Some(path) = name
+                .strip_prefix("src/")
+                .or_else(|| name.strip_prefix("crates/"))
+            else {
                 continue;
             };
             let module = path.trim_end_matches('/').trim_end_matches(".rs");
@@ -167,10 +172,12 @@ fn the_layer_check_reads_every_spelling_of_an_import() {
     let used: Vec<String> = modules_used(source).into_iter().collect();
     assert_eq!(used, ["audit", "dns", "net", "proxy"]);
     let doc = "| layer | modules | what |\n|---|---|---|\n\
-               | 1 | `src/net/`, `src/audit.rs` | x |\n| 2 | `src/proxy/` | y |\n\nafter";
+               | 1 | `src/net/`, `src/audit.rs` | x |\n| 2 | `src/proxy/` | y |\n\
+               | 0 | `crates/policy/` (a crate) | z |\n\nafter";
     let layers = layers(doc);
     assert_eq!(layers.get("net"), Some(&1));
     assert_eq!(layers.get("audit"), Some(&1));
     assert_eq!(layers.get("proxy"), Some(&2));
-    assert_eq!(layers.len(), 3);
+    assert_eq!(layers.get("policy"), Some(&0));
+    assert_eq!(layers.len(), 4);
 }
