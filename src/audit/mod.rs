@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use time::{OffsetDateTime, PrimitiveDateTime};
 
+mod batch;
 mod writer;
 pub use writer::{AuditLog, OnFailure};
 

@@ -24,7 +24,7 @@
 //! the file, and the file is fsynced.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
 
+use super::batch::{write_from, Batch};
 use super::Record;
 
 /// Records the queue holds before a writer of one waits for room.
@@ -232,39 +233,6 @@ fn stdout_file() -> io::Result<File> {
     ))
 }
 
-/// Whole lines waiting to be written, and how far into them the file already holds.
-#[derive(Default)]
-struct Batch {
-    bytes: Vec<u8>,
-    lines: u64,
-    /// Bytes of `bytes` already in the file (a write can stop part-way).
-    written: usize,
-}
-
-impl Batch {
-    fn push(&mut self, rec: &Record) {
-        // A Record always serialises: every field is a string, number, bool or null.
-        if serde_json::to_writer(&mut self.bytes, rec).is_ok() {
-            self.bytes.push(b'\n');
-            self.lines += 1;
-        }
-    }
-
-    /// Whole lines among the bytes already written.
-    fn complete_lines(&self) -> u64 {
-        self.bytes[..self.written]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count() as u64
-    }
-
-    fn clear(&mut self) {
-        self.bytes.clear();
-        self.lines = 0;
-        self.written = 0;
-    }
-}
-
 /// The task that owns the audit file. See the module docs for shutdown.
 pub struct AuditWriter {
     rx: mpsc::Receiver<Box<Record>>,
@@ -416,18 +384,4 @@ impl AuditWriter {
             Err(e) => tracing::error!(error = %e, "cannot reopen the audit log"),
         }
     }
-}
-
-/// Write `bytes[*at..]`, moving `at` past what was written, so a write that stops
-/// part-way is resumed where it stopped and every line reaches the file whole.
-fn write_from(file: &mut File, bytes: &[u8], at: &mut usize) -> io::Result<()> {
-    while *at < bytes.len() {
-        match file.write(&bytes[*at..]) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => *at += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }

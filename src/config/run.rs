@@ -9,6 +9,9 @@ use std::path::PathBuf;
 use super::{ConfigError, ServeConfig};
 use crate::cli::{self, JailInitArgs, RulesArgs, RunArgs};
 
+/// The jail's transparent and DNS ports: `rules`' defaults, declared with its flags.
+pub use crate::cli::{DNS_PORT, TRANSPARENT_PORT};
+
 /// The explicit proxy's port in the jail (127.0.0.1), named by CMD's proxy variables.
 pub const PROXY_PORT: u16 = 3128;
 

@@ -16,8 +16,7 @@
 
 use std::fmt::Write;
 
-pub use crate::cli::{DNS_PORT, TRANSPARENT_PORT};
-pub use crate::config::{Ports, PROXY_PORT};
+pub use crate::config::{Ports, DNS_PORT, PROXY_PORT, TRANSPARENT_PORT};
 
 /// The table both rulesets create (and the sidecar's replaces).
 pub const TABLE: &str = "egress_proxy";
