@@ -97,6 +97,7 @@ pub mod run;
 pub(crate) mod secrets;
 pub mod serve;
 pub(crate) mod session;
+pub(crate) mod socks;
 pub mod tls;
 pub(crate) mod transparent;
 pub(crate) mod workers;
