@@ -1,10 +1,12 @@
-//! Tunnels: `CONNECT`s, and connections redirected to the transparent listener. The
-//! upstream connection is made to a checked address before the client is answered, so
-//! a refusal or an unreachable upstream is told with a status code and no tunnel ever
-//! opens for it. Once open, a `CONNECT` tunnel's first bytes are judged (TLS server
-//! name, `[tunnels]`) before any of them reaches upstream; a redirected connection's
-//! were judged before it was dialed (`crate::transparent`).
+//! Tunnels: `CONNECT`s, connections redirected to the transparent listener, and SOCKS5
+//! `CONNECT`s (`crate::socks`). The upstream connection is made to a checked address
+//! before the client is answered, so a refusal or an unreachable upstream is told with
+//! a status code (or a SOCKS5 reply) and no tunnel ever opens for it. Once open, a
+//! `CONNECT` or SOCKS5 tunnel's first bytes are judged (TLS server name, `[tunnels]`)
+//! before any of them reaches upstream; a redirected connection's were judged before
+//! it was dialed (`crate::transparent`).
 
+mod open;
 mod record;
 
 use std::net::SocketAddr;
@@ -27,9 +29,9 @@ use crate::judgement::record::{audit_refusal, Client};
 use crate::judgement::refusal::{Failure, Limit, Refusal};
 use crate::judgement::tunnel_counts::TunnelSlot;
 use crate::judgement::{budget, client_hello, Phase, State};
-use crate::metrics::Metrics;
 use crate::net::dial::{dial, CheckedAddr, DialError};
-use crate::session::{tunnel_opened, until_ended, Session, TunnelGuard};
+use crate::session::until_ended;
+use open::TunnelOpen;
 use record::TunnelRecord;
 
 /// Why a tunnel did not open: a refusal (already audited) or an unreachable upstream
@@ -372,34 +374,5 @@ fn ended(relayed: std::io::Result<()>, client: &Client) -> bool {
             tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
             false
         }
-    }
-}
-
-/// An open tunnel: counted in `egress_tunnels_active`, and among its session's open
-/// tunnels, until dropped.
-struct TunnelOpen {
-    metrics: Arc<Metrics>,
-    _session: Option<TunnelGuard>,
-}
-
-impl TunnelOpen {
-    /// Count a new tunnel, or `None` when its session is at its tunnel limit.
-    fn try_new(state: &State, session: Option<&Arc<Session>>) -> Option<TunnelOpen> {
-        let max = state.limits.max_tunnels_per_session;
-        let guard = match session {
-            Some(s) => Some(tunnel_opened(s, max)?),
-            None => None,
-        };
-        state.metrics.tunnels_active.inc();
-        Some(TunnelOpen {
-            metrics: state.metrics.clone(),
-            _session: guard,
-        })
-    }
-}
-
-impl Drop for TunnelOpen {
-    fn drop(&mut self) {
-        self.metrics.tunnels_active.dec();
     }
 }
