@@ -243,6 +243,22 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// The SOCKS5 target's invariants between fuzzing runs: arbitrary bytes, and a
+        /// greeting and request around an arbitrary name (NULs, `:`, bytes over 127).
+        #[test]
+        fn socks_handshake_invariants_hold(
+            any in proptest::collection::vec(proptest::num::u8::ANY, 0..48),
+            name in proptest::collection::vec(proptest::num::u8::ANY, 0..24),
+        ) {
+            super::socks_handshake(&any);
+            let mut req = vec![5, 1, 0, 5, 1, 0, 3, name.len() as u8];
+            req.extend_from_slice(&name);
+            req.extend_from_slice(&[1, 187]);
+            super::socks_handshake(&req);
+        }
+    }
+
     #[test]
     fn a_real_client_hello_seed_names_its_server() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/client_hello");

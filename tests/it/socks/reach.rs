@@ -153,3 +153,35 @@ async fn tunnels_first_bytes_are_judged_before_any_reaches_upstream() {
     assert_eq!(record["host"], "allowed.test");
     assert_eq!(s.origin.hits(), 0, "no byte reached the origin");
 }
+
+#[tokio::test]
+async fn bytes_sent_with_the_request_in_one_write_are_the_tunnels_first_bytes() {
+    let s = Setup::start(&[]).await;
+    let mut socks = Socks::open(s.socks).await;
+    let name = b"allowed.test";
+    let port = s.origin.port().to_be_bytes();
+    let get = b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n";
+    let all = [
+        &[5u8, 1, 0][..],
+        &[5, super::CONNECT, 0, 3, name.len() as u8],
+        name,
+        &port,
+        get,
+    ]
+    .concat();
+    socks.send(&all).await;
+    assert_eq!(socks.read(2).await, [5, 0]);
+    let (code, _) = socks.reply().await;
+    assert_eq!(code, 0x00);
+    let mut out = Vec::new();
+    tokio::time::timeout(
+        crate::support::IO_TIMEOUT,
+        tokio::io::AsyncReadExt::read_to_end(&mut socks.stream, &mut out),
+    )
+    .await
+    .expect("response in time")
+    .expect("read response");
+    let response = String::from_utf8_lossy(&out);
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    assert_eq!(s.origin.hits(), 1);
+}
