@@ -4,6 +4,7 @@
 //! so only a session opens the network.
 
 use super::{assert_socks_record, Setup, Socks, To, CONNECT};
+use crate::support::admin::metric;
 use crate::support::sessions::{allowlist, assert_no_secrets, ADMIN_TOKEN};
 use crate::support::IO_TIMEOUT;
 
@@ -74,6 +75,11 @@ async fn without_a_session_the_closed_default_refuses() {
     let record = s.proxy.single_audit().await;
     assert_socks_record(&record, "egress.denied", record["reason"].as_str());
     assert!(record["session"].is_null());
+    // Counted as the CONNECT is: one denied connection, by its reason.
+    let reason = record["reason"].as_str().unwrap();
+    let text = s.proxy.admin().metrics().await;
+    let series = format!(r#"egress_connections_total{{decision="denied",reason="{reason}"}}"#);
+    assert_eq!(metric(&text, &series), Some(1.0), "{text}");
 }
 
 #[tokio::test]
