@@ -6,6 +6,7 @@
 //! - [`replies`]: every reply code SPEC 18 maps, each with its audit record.
 //! - [`auth`]: username/password as the session id and token.
 //! - [`refusals`]: names with bad bytes, SOCKS4, garbage, a stalled handshake.
+//! - [`same_judgement`]: report mode, the upload budget, tunnel limits, IPv6 opened.
 //! - [`curl`]: a real client, `curl --socks5-hostname`.
 
 mod auth;
@@ -13,6 +14,7 @@ mod curl;
 mod reach;
 mod refusals;
 mod replies;
+mod same_judgement;
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
