@@ -95,11 +95,29 @@ async fn read_message<T>(
     }
 }
 
-/// Audit a refusal of the handshake and let the connection close.
-async fn refuse(state: &State, peer: SocketAddr, asked: Asked, refusal: Refusal) -> Option<Asking> {
+/// What a refused handshake is answered with, once its record is queued.
+enum Answer {
+    /// Nothing: the connection is closed.
+    Close,
+    /// A method reply, a username/password status or a request reply.
+    Bytes(Vec<u8>),
+}
+
+/// Audit a refusal of the handshake, then answer it (a refusal is answered only once
+/// its record is queued, as on every listener) and let the connection close.
+async fn refuse(
+    stream: &mut TcpStream,
+    (state, peer): (&State, SocketAddr),
+    asked: Asked,
+    refusal: Refusal,
+    answer: Answer,
+) -> Option<Asking> {
     let client = Client::new(peer, asked).via(Via::Socks5);
     tracing::debug!(client = %peer, reason = refusal.reason.as_str(), detail = ?refusal.detail, "SOCKS5 handshake refused");
     audit_refusal(state, &client, &refusal, None).await;
+    if let Answer::Bytes(bytes) = answer {
+        let _ = stream.write_all(&bytes).await;
+    }
     None
 }
 
@@ -107,16 +125,19 @@ async fn refuse(state: &State, peer: SocketAddr, asked: Asked, refusal: Refusal)
 /// connection ends here (refused and audited, or the client went away).
 async fn handshake(stream: &mut TcpStream, peer: SocketAddr, state: &State) -> Option<Asking> {
     let before = Asked::BeforeRequest;
+    let at = (state, peer);
     let greeting = match read_message(stream, wire::parse_greeting).await? {
         Ok(greeting) => greeting,
-        Err(bad) => return refuse(state, peer, before, Refusal::malformed(bad.to_string())).await,
+        Err(bad) => {
+            let refusal = Refusal::malformed(bad.to_string());
+            return refuse(stream, at, before, refusal, Answer::Close).await;
+        }
     };
     let method = wire::choose_method(
         &greeting.methods,
         state.sessions_enabled,
         state.require_session,
     );
-    stream.write_all(&wire::method_reply(method)).await.ok()?;
     let credentials = match method {
         wire::NO_ACCEPTABLE_METHOD => {
             let refusal = match state.require_session {
@@ -126,27 +147,30 @@ async fn handshake(stream: &mut TcpStream, peer: SocketAddr, state: &State) -> O
                     Refusal::malformed("the client offered no SOCKS5 method this proxy serves")
                 }
             };
-            return refuse(state, peer, before, refusal).await;
+            let answer = Answer::Bytes(wire::method_reply(method).to_vec());
+            return refuse(stream, at, before, refusal, answer).await;
         }
-        wire::METHOD_USER_PASS => match sub_negotiate(stream, peer, state).await {
-            Ok(credentials) => credentials,
-            Err(()) => return None,
-        },
-        _ => None,
+        wire::METHOD_USER_PASS => {
+            stream.write_all(&wire::method_reply(method)).await.ok()?;
+            match sub_negotiate(stream, peer, state).await {
+                Ok(credentials) => credentials,
+                Err(()) => return None,
+            }
+        }
+        _ => {
+            stream.write_all(&wire::method_reply(method)).await.ok()?;
+            None
+        }
     };
     let request = match read_message(stream, wire::parse_request).await? {
         Ok(request) => request,
         Err(bad) => {
-            let _ = stream
-                .write_all(&wire::reply(Reply::GeneralFailure, None))
-                .await;
-            return refuse(state, peer, before, Refusal::malformed(bad.to_string())).await;
+            let refusal = Refusal::malformed(bad.to_string());
+            let answer = Answer::Bytes(wire::reply(Reply::GeneralFailure, None));
+            return refuse(stream, at, before, refusal, answer).await;
         }
     };
     if request.command != wire::CONNECT {
-        let _ = stream
-            .write_all(&wire::reply(Reply::CommandNotSupported, None))
-            .await;
         let refusal = Refusal::new(
             Reason::InvalidRequest,
             request.dest.host_text(),
@@ -156,20 +180,19 @@ async fn handshake(stream: &mut TcpStream, peer: SocketAddr, state: &State) -> O
             "SOCKS5 {} is not served: CONNECT only",
             request.command_name()
         ));
-        return refuse(state, peer, before, refusal).await;
+        let answer = Answer::Bytes(wire::reply(Reply::CommandNotSupported, None));
+        return refuse(stream, at, before, refusal, answer).await;
     }
     if let Dest::BadName(_) = request.dest {
         // Refused before anything reads the name: no lookup, no judgement.
-        let _ = stream
-            .write_all(&wire::reply(Reply::NotAllowed, None))
-            .await;
         let refusal = Refusal::new(
             Reason::InvalidRequest,
             request.dest.host_text(),
             request.port,
         )
         .with_detail("a name holds only letters, digits, `-`, `.` and `_`");
-        return refuse(state, peer, Asked::Connect, refusal).await;
+        let answer = Answer::Bytes(wire::reply(Reply::NotAllowed, None));
+        return refuse(stream, at, Asked::Connect, refusal, answer).await;
     }
     Some(Asking {
         request,
@@ -191,7 +214,8 @@ async fn sub_negotiate(
     {
         Ok(user_pass) => user_pass,
         Err(bad) => {
-            refuse(state, peer, before, Refusal::malformed(bad.to_string())).await;
+            let refusal = Refusal::malformed(bad.to_string());
+            refuse(stream, (state, peer), before, refusal, Answer::Close).await;
             return Err(());
         }
     };
@@ -222,7 +246,6 @@ async fn sub_negotiate(
             Ok(Some(credentials))
         }
         Err(why) => {
-            let _ = stream.write_all(&wire::user_pass_reply(false)).await;
             let reason = match why {
                 AuthError::StoreUnavailable => Reason::SessionStoreUnavailable,
                 _ => Reason::AuthRequired,
@@ -232,7 +255,8 @@ async fn sub_negotiate(
                 _ => "unknown, expired, deleted or wrong session credentials (SOCKS5 username/password)",
             };
             let refusal = Refusal::new(reason, String::new(), 0).with_detail(detail);
-            refuse(state, peer, before, refusal).await;
+            let answer = Answer::Bytes(wire::user_pass_reply(false).to_vec());
+            refuse(stream, (state, peer), before, refusal, answer).await;
             Err(())
         }
     }
