@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-600}
-for target in org_policy request_policy host request_target request_path client_hello dns_answer; do
+for target in org_policy request_policy host request_target request_path client_hello dns_answer socks_handshake; do
     work=/tmp/egress-fuzz/$target
     mkdir -p "$work"
     echo "== $target ($secs s)"

@@ -138,6 +138,56 @@ pub fn dns_answer(data: &[u8]) {
     }
 }
 
+/// The SOCKS5 handshake parsers (docs/reference/socks5.md): the greeting, the
+/// username/password message and the request, each on the bytes the last one left, as
+/// the listener reads them. A parser never asks for bytes it has, never takes more than
+/// it was given, decides the same on every prefix it needs more of, and a name it
+/// accepts holds only host bytes.
+pub fn socks_handshake(data: &[u8]) {
+    use crate::socks::wire::{self, Dest, Progress};
+
+    fn step<T>(data: &[u8], parse: fn(&[u8]) -> Progress<T>) -> Option<(T, &[u8])> {
+        match parse(data) {
+            Progress::Need(total) => {
+                assert!(total > data.len(), "asks for bytes it has");
+                None
+            }
+            Progress::Bad(_) => None,
+            Progress::Done(message, used) => {
+                assert!(used <= data.len());
+                for cut in 0..used {
+                    assert!(
+                        matches!(parse(&data[..cut]), Progress::Need(n) if n > cut && n <= used),
+                        "a prefix of {cut} bytes is decided before the message is whole"
+                    );
+                }
+                Some((message, &data[used..]))
+            }
+        }
+    }
+    let Some((greeting, rest)) = step(data, wire::parse_greeting) else {
+        let _ = step(data, wire::parse_request);
+        return;
+    };
+    let rest = match wire::choose_method(&greeting.methods, true, false) {
+        wire::METHOD_USER_PASS => match step(rest, wire::parse_user_pass) {
+            Some((_, rest)) => rest,
+            None => return,
+        },
+        _ => rest,
+    };
+    if let Some((request, _)) = step(rest, wire::parse_request) {
+        if let Dest::Name(name) = &request.dest {
+            assert!(
+                !name.is_empty() && name.bytes().all(wire::is_host_byte),
+                "{name:?}"
+            );
+        }
+        let _ = request.dest.authority(request.port);
+        assert_eq!(wire::reply(wire::Reply::NotAllowed, None).len(), 10);
+    }
+}
+
 /// A fuzz entry point.
 pub type Target = fn(&[u8]);
 
@@ -150,6 +200,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("request_path", request_path),
     ("client_hello", client_hello),
     ("dns_answer", dns_answer),
+    ("socks_handshake", socks_handshake),
 ];
 
 /// The fuzz corpus, replayed: every committed input of every target in `fuzz/corpus/`
@@ -189,6 +240,22 @@ mod tests {
         #[test]
         fn request_path_invariants_hold(s in "(/|[a-c*.;~%]|%2[eEfF5]|%5[cC]|%00|%3[bB]|%61|%C3%A9|%FF|\\?){0,24}") {
             super::request_path(s.as_bytes());
+        }
+    }
+
+    proptest::proptest! {
+        /// The SOCKS5 target's invariants between fuzzing runs: arbitrary bytes, and a
+        /// greeting and request around an arbitrary name (NULs, `:`, bytes over 127).
+        #[test]
+        fn socks_handshake_invariants_hold(
+            any in proptest::collection::vec(proptest::num::u8::ANY, 0..48),
+            name in proptest::collection::vec(proptest::num::u8::ANY, 0..24),
+        ) {
+            super::socks_handshake(&any);
+            let mut req = vec![5, 1, 0, 5, 1, 0, 3, name.len() as u8];
+            req.extend_from_slice(&name);
+            req.extend_from_slice(&[1, 187]);
+            super::socks_handshake(&req);
         }
     }
 

@@ -27,14 +27,16 @@
 //!   decision, shared hosting, address classes.
 //! - `judgement`: the judgement below every listener: the policies in force, the state
 //!   the listeners share, the order of judgement for one request, refusals, and the
-//!   audit records and counts of a decision. Where a new listener (SOCKS5) plugs in.
-//! - `workers`: the accept side: worker threads (a runtime each) accepting on the proxy
-//!   and transparent listeners.
+//!   audit records and counts of a decision. Where a new listener plugs in.
+//! - `workers`: the accept side: worker threads (a runtime each) accepting on the proxy,
+//!   transparent and SOCKS5 listeners.
 //! - `proxy`: the explicit HTTP proxy: connections, answers, HTTP forwarding, `CONNECT`
 //!   tunnels (relayed with splice(2) on Linux, bulk bytes read in batches; copied
 //!   elsewhere), interception.
 //! - `transparent`: the transparent listener (`--transparent-listen`): redirected
 //!   connections judged by their original destination and their first bytes.
+//! - `socks`: the SOCKS5 listener (`--socks-listen`): the handshake's pure parsers,
+//!   each `CONNECT` judged as the explicit proxy's, relayed by its tunnel code.
 //! - `dns`: the DNS listener of confinement (`--dns-listen`): answers from the policy
 //!   alone, synthetic addresses for allowed names, `NXDOMAIN` and an audit record for
 //!   denied ones.
@@ -97,6 +99,7 @@ pub mod run;
 pub(crate) mod secrets;
 pub mod serve;
 pub(crate) mod session;
+pub(crate) mod socks;
 pub mod tls;
 pub(crate) mod transparent;
 pub(crate) mod workers;

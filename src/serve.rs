@@ -120,6 +120,8 @@ pub struct Listeners {
     pub admin: Option<TcpListener>,
     /// `--transparent-listen`: connections redirected by nftables.
     pub transparent: Option<TcpListener>,
+    /// `--socks-listen`: SOCKS5 clients.
+    pub socks: Option<TcpListener>,
     /// The DNS listener: UDP and TCP, normally on one address.
     pub dns: Option<(UdpSocket, TcpListener)>,
 }
@@ -157,6 +159,10 @@ async fn bind_listeners(config: &ServeConfig) -> Result<Listeners, StartError> {
         Some(addr) => Some(bind(addr).await?.0),
         None => None,
     };
+    let socks = match config.socks_listen {
+        Some(addr) => Some(bind(addr).await?.0),
+        None => None,
+    };
     let dns = match config.dns_listen {
         Some(addr) => Some(bind_dns(addr).await?),
         None => None,
@@ -165,6 +171,7 @@ async fn bind_listeners(config: &ServeConfig) -> Result<Listeners, StartError> {
         proxy,
         admin,
         transparent,
+        socks,
         dns,
     })
 }
@@ -226,6 +233,7 @@ pub async fn serve_with(
         |l: Option<TcpListener>| l.map(|l| local_addr(&l).map(|addr| (l, addr))).transpose();
     let admin_listener = with_addr(listeners.admin)?;
     let transparent = with_addr(listeners.transparent)?;
+    let socks = with_addr(listeners.socks)?;
     let dns_listener = match listeners.dns {
         Some((udp, tcp)) => {
             let fail = |source| StartError::Bind {
@@ -255,6 +263,7 @@ pub async fn serve_with(
     let mut listeners = vec![local];
     listeners.extend(admin_listener.as_ref().map(|(_, addr)| *addr));
     listeners.extend(transparent.as_ref().map(|(_, addr)| *addr));
+    listeners.extend(socks.as_ref().map(|(_, addr)| *addr));
     listeners.extend(dns_listener.iter().flat_map(|(_, _, addrs)| *addrs));
     let own = crate::net::local::own_addresses(&listeners);
     let sessions: Arc<dyn Store> = match &args.session_store {
@@ -322,6 +331,10 @@ pub async fn serve_with(
     if let Some((listener, addr)) = transparent {
         eprintln!("egress-proxy: transparent listener on {addr}");
         serving.push((listener, Kind::Transparent));
+    }
+    if let Some((listener, addr)) = socks {
+        eprintln!("egress-proxy: SOCKS5 listener on {addr}");
+        serving.push((listener, Kind::Socks5));
     }
     let server = Server::start(serving, state, workers)
         .map_err(|source| StartError::Workers { workers, source })?;

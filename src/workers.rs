@@ -1,7 +1,7 @@
 //! The accept side: one single-threaded runtime per worker thread, each accepting on its
 //! own handle of every listening socket of the request path (the explicit proxy's,
-//! `crate::proxy`, and the transparent one's, `crate::transparent`). It sits above both,
-//! so neither listener needs the other to be served.
+//! `crate::proxy`, the transparent one's, `crate::transparent`, and the SOCKS5 one's,
+//! `crate::socks`). It sits above them, so no listener needs another to be served.
 //!
 //! With tokio's shared multi-threaded scheduler, a proxied request hops between threads:
 //! the client connection's task on one worker, the pooled upstream connection's task on
@@ -24,6 +24,7 @@ use tokio::task::JoinSet;
 use crate::judgement::{Phase, State};
 use crate::proxy::conn::{refuse_over_limit, serve_connection};
 use crate::proxy::pool::{sweep_every, Upstream};
+use crate::socks::serve_socks;
 use crate::transparent::serve_redirected;
 
 /// What a listener serves.
@@ -33,6 +34,8 @@ pub enum Kind {
     Proxy,
     /// Connections redirected by nftables (`--transparent-listen`).
     Transparent,
+    /// SOCKS5 clients (`--socks-listen`).
+    Socks5,
 }
 
 /// How long connections still open when the grace period ends get to close on their
@@ -160,22 +163,17 @@ impl Worker {
                 }
             }
         });
-        // The proxy listener and at most the transparent one, on this one thread.
-        let (first, second) = (loops.next(), loops.next());
-        debug_assert!(loops.next().is_none(), "at most two listeners");
+        // The proxy listener and at most the transparent and SOCKS5 ones, on this one
+        // thread.
+        let run = |l: Option<_>| async {
+            if let Some(l) = l {
+                l.await
+            }
+        };
+        let (first, second, third) = (loops.next(), loops.next(), loops.next());
+        debug_assert!(loops.next().is_none(), "at most three listeners");
         drop(self);
-        tokio::join!(
-            async {
-                if let Some(l) = first {
-                    l.await
-                }
-            },
-            async {
-                if let Some(l) = second {
-                    l.await
-                }
-            },
-        );
+        tokio::join!(run(first), run(second), run(third));
     }
 
     /// Accept until told to stop, then keep running this worker's connections and
@@ -213,6 +211,9 @@ impl Worker {
                                     }
                                     Kind::Transparent => {
                                         serve_redirected(stream, peer, state, done, upstream).await
+                                    }
+                                    Kind::Socks5 => {
+                                        serve_socks(stream, peer, state, done, upstream).await
                                     }
                                 }
                                 drop(permit);

@@ -69,6 +69,8 @@ pub enum Via {
     Transparent,
     /// A query to the DNS listener.
     Dns,
+    /// A SOCKS5 `CONNECT` (`--socks-listen`).
+    Socks5,
 }
 
 impl Record {

@@ -70,6 +70,11 @@ pub struct Listen {
     /// pod's: see `egress-proxy rules`), IP:PORT, judged by their original destination.
     #[arg(long, value_name = "ADDR")]
     pub transparent_listen: Option<SocketAddr>,
+
+    /// Also serve SOCKS5 (CONNECT only, RFC 1928; username/password for sessions,
+    /// RFC 1929) on this address, IP:PORT: each request judged as `CONNECT NAME:PORT`.
+    #[arg(long, value_name = "ADDR")]
+    pub socks_listen: Option<SocketAddr>,
 }
 
 /// Timeouts and limits, as given (validated in `config`).

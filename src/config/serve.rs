@@ -73,6 +73,8 @@ pub struct ServeConfig {
     pub require_session: bool,
     /// `--transparent-listen`: where connections redirected by nftables arrive.
     pub transparent_listen: Option<SocketAddr>,
+    /// `--socks-listen`: where SOCKS5 clients connect.
+    pub socks_listen: Option<SocketAddr>,
     /// `--ca`: the interception CA (a directory, or for `run` one held in memory).
     pub ca: Option<CaSource>,
     /// `--upstream-ca`: more roots for inspected hosts' servers.
@@ -102,6 +104,7 @@ impl ServeConfig {
         config.sessions(&sessions)?;
         config.dns_listen = listen.dns_listen;
         config.transparent_listen = listen.transparent_listen;
+        config.socks_listen = listen.socks_listen;
         config.watch_policy = watch_policy;
         config.audit_failure = match audit_failure {
             AuditFailure::Closed => OnFailure::Closed,
@@ -144,6 +147,7 @@ impl ServeConfig {
             admin: None,
             require_session: false,
             transparent_listen: None,
+            socks_listen: None,
             ca: None,
             upstream_ca: None,
             session_store: SessionStoreConfig::Memory,

@@ -28,10 +28,10 @@
 //! A listener turns what its client asks into a request the judge reads, calls
 //! [`judge::judge`], and then either records and refuses, or counts and goes on.
 //! The transparent listener's tunnels show the whole of it (`crate::transparent`,
-//! `tunnel_redirected`), and a SOCKS5 listener plugs in the same way: for a client's
-//! `CONNECT NAME:PORT`, build the `CONNECT` request of that authority, make its
-//! [`record::Client`] with `via` set to the listener's [`crate::audit::Via`] (a
-//! `Socks5` to add there), judge it; on [`refusal::Stop::Denied`] write
+//! `tunnel_redirected`), and the SOCKS5 listener (`crate::socks`) plugs in the same
+//! way: for a client's `CONNECT NAME:PORT`, build the `CONNECT` request of that
+//! authority, make its [`record::Client`] with `via` set to the listener's
+//! [`crate::audit::Via`], judge it; on [`refusal::Stop::Denied`] write
 //! [`record::audit_refusal`] and answer with SOCKS5's own reply (this module never
 //! writes to a socket); on approval [`record::count_approved`], then judge the first
 //! bytes with [`client_hello::admit`] and relay to the approved, checked addresses.

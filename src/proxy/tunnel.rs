@@ -1,10 +1,15 @@
-//! Tunnels: `CONNECT`s, and connections redirected to the transparent listener. The
-//! upstream connection is made to a checked address before the client is answered, so
-//! a refusal or an unreachable upstream is told with a status code and no tunnel ever
-//! opens for it. Once open, a `CONNECT` tunnel's first bytes are judged (TLS server
-//! name, `[tunnels]`) before any of them reaches upstream; a redirected connection's
-//! were judged before it was dialed (`crate::transparent`).
+//! Tunnels: `CONNECT`s, connections redirected to the transparent listener, and SOCKS5
+//! `CONNECT`s (`crate::socks`). The upstream connection is made to a checked address
+//! before the client is answered, so a refusal or an unreachable upstream is told with
+//! a status code (or a SOCKS5 reply) and no tunnel ever opens for it. Once open, a
+//! `CONNECT` or SOCKS5 tunnel's first bytes are judged (TLS server name, `[tunnels]`)
+//! before any of them reaches upstream; a redirected connection's were judged before
+//! it was dialed (`crate::transparent`).
 
+mod open;
+mod record;
+
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -12,26 +17,28 @@ use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::idle::Activity;
+use super::idle::{Activity, Watched};
 use super::pool::Upstream;
 use super::{answer, intercept, relay, Body};
 use crate::judgement::approved::{Approved, Judged};
-use crate::judgement::record::{audit_allowed, audit_cut, audit_refusal, Client};
+use crate::judgement::record::{audit_refusal, Client};
 use crate::judgement::refusal::{Failure, Limit, Refusal};
 use crate::judgement::tunnel_counts::TunnelSlot;
 use crate::judgement::{budget, client_hello, Phase, State};
-use crate::metrics::Metrics;
 use crate::net::dial::{dial, CheckedAddr, DialError};
-use crate::session::{tunnel_opened, until_ended, Session, TunnelGuard};
+use crate::session::until_ended;
+use open::TunnelOpen;
+use record::TunnelRecord;
 
-/// Why a tunnel did not open: a refusal (already audited) or an unreachable upstream.
-enum NotOpened {
+/// Why a tunnel did not open: a refusal (already audited) or an unreachable upstream
+/// (with whether it refused the connection, which SOCKS5 tells apart).
+pub(crate) enum NotOpened {
     Refused(Refusal),
-    Failed(Failure),
+    Failed { failure: Failure, refused: bool },
 }
 
 /// What an opening tunnel holds: its slots and its upstream connection.
@@ -68,7 +75,8 @@ async fn prepare(approved: &Approved, state: &State, client: &Client) -> Result<
         Err(e) => {
             let failure = Failure::connect(&approved.target, matches!(e, DialError::Timeout));
             tracing::info!(request_id = %client.request_id, error = %e, "{}", failure.message);
-            return Err(NotOpened::Failed(failure));
+            let refused = matches!(e, DialError::Refused(_));
+            return Err(NotOpened::Failed { failure, refused });
         }
     };
     state
@@ -80,72 +88,6 @@ async fn prepare(approved: &Approved, state: &State, client: &Client) -> Result<
         upstream,
         dialed,
     })
-}
-
-/// The allowed record of one approved tunnel, written exactly once: with the bytes it
-/// carried when it ends, or, should its task be dropped first (its client gone before
-/// the tunnel opened), when this is dropped. A refusal after the approval (a limit, the
-/// first bytes) disarms it, having written its own record.
-struct TunnelRecord {
-    state: Arc<State>,
-    client: Client,
-    approved: Approved,
-    dialed: Option<CheckedAddr>,
-    up: Arc<AtomicU64>,
-    down: Arc<AtomicU64>,
-    armed: bool,
-    /// The upload budget closed it: its one record says so (`upload_budget_exceeded`).
-    cut: bool,
-}
-
-impl TunnelRecord {
-    fn new(state: Arc<State>, client: Client, approved: Approved) -> TunnelRecord {
-        TunnelRecord {
-            state,
-            client,
-            approved,
-            dialed: None,
-            up: Arc::default(),
-            down: Arc::default(),
-            armed: true,
-            cut: false,
-        }
-    }
-
-    fn write(&mut self) {
-        if !std::mem::take(&mut self.armed) {
-            return;
-        }
-        let (up, down) = (
-            self.up.load(Ordering::Relaxed),
-            self.down.load(Ordering::Relaxed),
-        );
-        self.state.metrics.bytes_up.inc_by(up);
-        self.state.metrics.bytes_down.inc_by(down);
-        let dialed = self.dialed.map(|d| d.addr());
-        if let Some(budget) = self.approved.budget.budget().filter(|_| self.cut) {
-            let mut refusal = budget::refusal(&self.approved.target, budget)
-                .in_session(&self.approved.session)
-                .with_detail("the upload budget was reached: the tunnel was closed");
-            refusal.resolved_ip = dialed.map(|d| d.ip());
-            audit_cut(&self.state, &self.client, &refusal, None, (up, down));
-            return;
-        }
-        audit_allowed(
-            &self.state,
-            &self.client,
-            &self.approved,
-            dialed,
-            None,
-            (up, down),
-        );
-    }
-}
-
-impl Drop for TunnelRecord {
-    fn drop(&mut self) {
-        self.write();
-    }
 }
 
 /// Dial the approved destination, answer 200, then relay bytes both ways once the
@@ -166,7 +108,7 @@ pub async fn open(
             let id = &record.client.request_id;
             return match stopped {
                 NotOpened::Refused(refusal) => answer::refuse(&refusal, id),
-                NotOpened::Failed(failure) => answer::fail(&failure, id),
+                NotOpened::Failed { failure, .. } => answer::fail(&failure, id),
             };
         }
     };
@@ -193,6 +135,50 @@ pub(crate) async fn open_redirected(
     }
 }
 
+/// A tunnel whose client is answered in its own protocol once upstream is dialed (a
+/// SOCKS5 `CONNECT`, `crate::socks`): its slots taken and its upstream connected, not
+/// yet relaying. Dropped unrelayed, it writes its allowed record as any tunnel does.
+pub(crate) struct Dialed {
+    opened: Opened,
+    record: TunnelRecord,
+}
+
+/// Take the slots of an approved tunnel and dial it, before its client is answered; a
+/// refusal is audited here.
+pub(crate) async fn dial_tunnel(
+    approved: Approved,
+    state: Arc<State>,
+    client: Client,
+) -> Result<Dialed, NotOpened> {
+    let mut record = TunnelRecord::new(state, client, approved);
+    match prepare(&record.approved, &record.state, &record.client).await {
+        Ok(opened) => Ok(Dialed { opened, record }),
+        Err(stopped) => {
+            record.armed = false;
+            Err(stopped)
+        }
+    }
+}
+
+impl Dialed {
+    /// The proxy's end of the upstream connection (SOCKS5's bound address).
+    pub(crate) fn bound(&self) -> Option<SocketAddr> {
+        self.opened.upstream.local_addr().ok()
+    }
+
+    /// Relay, once the client has been told the tunnel is open: its first bytes, still
+    /// unread, are judged (`[tunnels]`) before any reaches upstream.
+    pub(crate) async fn relay(
+        self,
+        stream: TcpStream,
+        done: mpsc::Sender<()>,
+        pool: Arc<Upstream>,
+    ) {
+        let downstream = Downstream::Unjudged(stream);
+        relay(downstream, self.opened, self.record, done, pool).await
+    }
+}
+
 /// Where a tunnel's client bytes come from.
 enum Downstream {
     /// A `CONNECT`, once hyper hands the connection over; its first bytes are judged
@@ -200,6 +186,65 @@ enum Downstream {
     Connect(OnUpgrade),
     /// A redirected connection, its first bytes already judged.
     Redirected(TcpStream),
+    /// A connection already told the tunnel is open (SOCKS5); its first bytes are
+    /// judged here.
+    Unjudged(TcpStream),
+}
+
+/// What a tunnel's first bytes left to do.
+enum Admitted<D> {
+    /// Relay the rest both ways.
+    Relay(Watched<D>, Watched<TcpStream>),
+    /// Served (intercepted) or ended; `true` when the upload budget cut it.
+    Ended(bool),
+}
+
+/// What judging a tunnel's first bytes needs to know.
+struct FirstBytesOf<'a> {
+    approved: &'a Approved,
+    state: &'a Arc<State>,
+    activity: &'a Activity,
+    inside: intercept::Inside<'a>,
+    down: Arc<AtomicU64>,
+    sent: Arc<AtomicU64>,
+}
+
+/// Judge a tunnel's first bytes (`[tunnels]`), by the policies its `CONNECT` was
+/// decided with, not those in force now: a reload between the two must not judge one
+/// tunnel by two policies. Then serve an intercepted tunnel, or send on what the
+/// budget grants of them and hand the rest to the relay.
+async fn admit_first<D>(
+    mut downstream: Watched<D>,
+    upstream: TcpStream,
+    dialed: CheckedAddr,
+    of: FirstBytesOf<'_>,
+) -> Result<Admitted<D>, Refusal>
+where
+    D: AsyncRead + AsyncWrite + Unpin,
+{
+    let approved = of.approved;
+    let limits = &of.state.limits;
+    let (target, tunnels) = (&approved.target, approved.policies.org.tunnels());
+    let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
+    let first = client_hello::admit(&mut downstream, &upstream, target, tunnels, wait).await?;
+    if matches!(approved.judged, Judged::Intercept) {
+        // Each request inside pays the budget for its own body.
+        intercept::serve(downstream, first, upstream, dialed, of.inside).await;
+        return Ok(Admitted::Ended(false));
+    }
+    let mut upstream = of.activity.watch_counting(upstream, of.down);
+    // The first bytes were counted as read; only what the budget grants is sent.
+    let granted = approved.budget.grant(first.len());
+    of.sent
+        .fetch_sub((first.len() - granted) as u64, Ordering::Relaxed);
+    if upstream.write_all(&first[..granted]).await.is_err() {
+        return Ok(Admitted::Ended(false));
+    }
+    if granted < first.len() {
+        let _ = upstream.shutdown().await;
+        return Ok(Admitted::Ended(true));
+    }
+    Ok(Admitted::Relay(downstream, upstream))
 }
 
 /// The life of an open tunnel: judge its first bytes (a `CONNECT`), then copy both ways
@@ -239,6 +284,14 @@ async fn relay(
         pool: &pool,
     };
     let limits = &state.limits;
+    let first_bytes_of = || FirstBytesOf {
+        approved,
+        state: &state,
+        activity: &activity,
+        inside: inside(&state),
+        down: down.clone(),
+        sent: sent.clone(),
+    };
     let work = async {
         match downstream {
             Downstream::Connect(on_upgrade) => {
@@ -249,31 +302,26 @@ async fn relay(
                         return Ok(false);
                     }
                 };
-                let mut downstream = activity.watch_counting(TokioIo::new(upgraded), up);
-                // The policies the CONNECT was decided with, not those in force now: a
-                // reload between the two must not judge one tunnel by two policies.
-                let (target, tunnels) = (&approved.target, approved.policies.org.tunnels());
-                let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
-                let first =
-                    client_hello::admit(&mut downstream, &upstream, target, tunnels, wait).await?;
-                if intercepted {
-                    // Each request inside pays the budget for its own body.
-                    intercept::serve(downstream, first, upstream, dialed, inside(&state)).await;
-                    return Ok(false);
+                let downstream = activity.watch_counting(TokioIo::new(upgraded), up);
+                match admit_first(downstream, upstream, dialed, first_bytes_of()).await? {
+                    Admitted::Ended(cut) => Ok(cut),
+                    Admitted::Relay(downstream, upstream) => {
+                        let relayed =
+                            relay::both_ways(downstream, upstream, &activity, allowance).await;
+                        Ok(ended(relayed, client))
+                    }
                 }
-                let mut upstream = activity.watch_counting(upstream, down);
-                // The first bytes were counted as read; only what the budget grants is sent.
-                let granted = allowance.grant(first.len());
-                sent.fetch_sub((first.len() - granted) as u64, Ordering::Relaxed);
-                if upstream.write_all(&first[..granted]).await.is_err() {
-                    return Ok(false);
+            }
+            Downstream::Unjudged(stream) => {
+                let downstream = activity.watch_counting(stream, up);
+                match admit_first(downstream, upstream, dialed, first_bytes_of()).await? {
+                    Admitted::Ended(cut) => Ok(cut),
+                    Admitted::Relay(downstream, upstream) => {
+                        let relayed =
+                            relay::tcp_both_ways(downstream, upstream, &activity, allowance).await;
+                        Ok(ended(relayed, client))
+                    }
                 }
-                if granted < first.len() {
-                    let _ = upstream.shutdown().await;
-                    return Ok(true);
-                }
-                let relayed = relay::both_ways(downstream, upstream, &activity, allowance).await;
-                Ok(ended(relayed, client))
             }
             Downstream::Redirected(stream) => {
                 let downstream = activity.watch_counting(stream, up);
@@ -283,7 +331,7 @@ async fn relay(
                         .await;
                     return Ok(false);
                 }
-                let upstream = activity.watch_counting(upstream, down);
+                let upstream = activity.watch_counting(upstream, down.clone());
                 let relayed =
                     relay::tcp_both_ways(downstream, upstream, &activity, allowance).await;
                 Ok(ended(relayed, client))
@@ -326,34 +374,5 @@ fn ended(relayed: std::io::Result<()>, client: &Client) -> bool {
             tracing::debug!(request_id = %client.request_id, error = %e, "tunnel closed with an error");
             false
         }
-    }
-}
-
-/// An open tunnel: counted in `egress_tunnels_active`, and among its session's open
-/// tunnels, until dropped.
-struct TunnelOpen {
-    metrics: Arc<Metrics>,
-    _session: Option<TunnelGuard>,
-}
-
-impl TunnelOpen {
-    /// Count a new tunnel, or `None` when its session is at its tunnel limit.
-    fn try_new(state: &State, session: Option<&Arc<Session>>) -> Option<TunnelOpen> {
-        let max = state.limits.max_tunnels_per_session;
-        let guard = match session {
-            Some(s) => Some(tunnel_opened(s, max)?),
-            None => None,
-        };
-        state.metrics.tunnels_active.inc();
-        Some(TunnelOpen {
-            metrics: state.metrics.clone(),
-            _session: guard,
-        })
-    }
-}
-
-impl Drop for TunnelOpen {
-    fn drop(&mut self) {
-        self.metrics.tunnels_active.dec();
     }
 }

@@ -224,6 +224,7 @@ fn hand_over(sockets: JailSockets) -> io::Result<Listeners> {
         proxy: tokio::net::TcpListener::from_std(proxy)?,
         admin: None,
         transparent: Some(tokio::net::TcpListener::from_std(transparent)?),
+        socks: None,
         dns: Some((
             tokio::net::UdpSocket::from_std(dns_udp)?,
             tokio::net::TcpListener::from_std(dns_tcp)?,

@@ -40,6 +40,7 @@ mod rules;
 mod rules_lint;
 #[cfg(target_os = "linux")]
 mod run;
+mod socks;
 mod suggest;
 mod summary;
 mod support_selftest;
