@@ -179,7 +179,16 @@ async fn open_tunnel_is_shown_and_delete_closes_it() {
         conn.closed_by_peer().await,
         "the tunnel stayed open after DELETE"
     );
-    let text = admin.metrics().await;
+    // The gauge falls when the tunnel's task has ended, a moment after the client saw
+    // the close: wait for it, a bounded while.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut text = admin.metrics().await;
+    while metric(&text, "egress_tunnels_active") != Some(0.0)
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        text = admin.metrics().await;
+    }
     assert_eq!(metric(&text, "egress_tunnels_active"), Some(0.0), "{text}");
     assert_eq!(
         metric(&text, "egress_sessions_deleted_total"),
