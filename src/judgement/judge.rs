@@ -36,7 +36,7 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     if let Some(s) = &session {
         covered(s, &policies, &target).map_err(tag)?;
     }
-    let headers = [header.as_ref()];
+    let headers = [header.as_deref()];
     let levels = levels(&policies, session.as_deref(), &headers, &target).map_err(tag)?;
     let eff = Effective {
         org: &policies.org,
@@ -89,7 +89,7 @@ pub async fn judge_inner<B>(
     refuse_while_unaudited(state, &target)?;
     let policies = tunnel.policies.clone();
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
-    let headers = [tunnel.header.as_ref(), header.as_ref()];
+    let headers = [tunnel.header.as_deref(), header.as_deref()];
     let levels = levels(&policies, session.as_deref(), &headers, &target).map_err(tag)?;
     let eff = Effective {
         org: &policies.org,

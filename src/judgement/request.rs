@@ -163,7 +163,7 @@ pub fn normal_path(path_and_query: &str, target: &Target) -> Result<NormalPath, 
 pub fn header_policy(
     headers: &HeaderMap,
     target: &Target,
-) -> Result<Option<RequestPolicy>, Refusal> {
+) -> Result<Option<Box<RequestPolicy>>, Refusal> {
     let mut values = headers.get_all(NETWORK_POLICY_HEADER).iter();
     let Some(value) = values.next() else {
         return Ok(None);
@@ -179,7 +179,7 @@ pub fn header_policy(
         .to_str()
         .map_err(|_| invalid("X-Network-Policy is not ASCII text".into()))?;
     RequestPolicy::from_json(text, "X-Network-Policy")
-        .map(Some)
+        .map(|policy| Some(Box::new(policy)))
         .map_err(|e| invalid(e.to_string()))
 }
 

@@ -100,6 +100,14 @@ impl Resolver {
         if let Some(pinned) = self.pins.get(name) {
             return Ok(pinned.clone());
         }
+        // Boxed: hickory's lookup future would otherwise be part of every request's
+        // future (moved by memcpy), pinned or not; a query over the network costs far
+        // more than the allocation.
+        Box::pin(self.lookup(name)).await
+    }
+
+    /// [`resolve`](Self::resolve) for a name that is not pinned: a DNS query.
+    async fn lookup(&self, name: &str) -> Result<Vec<IpAddr>, ResolveError> {
         // Fully qualified, so no search domain is ever appended: `a.test` is asked as is.
         let fqdn = Name::from_ascii(format!("{name}."))
             .map_err(|e| ResolveError::Lookup(format!("{name}: not a valid DNS name: {e}")))?;
