@@ -14,6 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use foldhash::fast::RandomState;
 use hickory_resolver::config::{
     LookupIpStrategy, NameServerConfigGroup, ResolveHosts, ResolverConfig, ResolverOpts,
 };
@@ -38,7 +39,7 @@ pub enum ResolveError {
 /// Resolves allowed names: pins first, then DNS. Cheap to clone (shared inside).
 #[derive(Clone)]
 pub struct Resolver {
-    pins: Arc<HashMap<String, Vec<IpAddr>>>,
+    pins: Arc<HashMap<String, Vec<IpAddr>, RandomState>>,
     dns: TokioResolver,
     timeout: Duration,
 }
@@ -88,7 +89,7 @@ impl Resolver {
             .with_options(opts)
             .build();
         Ok(Resolver {
-            pins: Arc::new(pins),
+            pins: Arc::new(pins.into_iter().collect()),
             dns,
             timeout,
         })

@@ -25,6 +25,22 @@ fn strip_removes_the_set_and_what_connection_names_and_keeps_the_rest() {
 }
 
 #[test]
+fn hop_index_finds_each_of_the_set_and_nothing_else() {
+    for (i, name) in HOP_BY_HOP.iter().enumerate() {
+        assert_eq!(hop_index(name.as_str()), Some(i), "{name}");
+    }
+    for name in [
+        "host",
+        "content-length",
+        "connections",
+        "t",
+        "x-network-policies",
+    ] {
+        assert_eq!(hop_index(name), None, "{name}");
+    }
+}
+
+#[test]
 fn decimal_digits_counts_the_digits_of_a_length() {
     for (n, want) in [(0, 1), (9, 1), (10, 2), (99, 2), (100, 3), (u64::MAX, 20)] {
         assert_eq!(decimal_digits(n), want, "{n}");

@@ -13,6 +13,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use foldhash::fast::RandomState;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::{Body as _, Incoming};
 use hyper::client::conn::http1::{self, SendRequest};
@@ -83,7 +84,7 @@ pub struct Upstream {
     connect_timeout: Duration,
     /// The client side of TLS to inspected hosts (`serve --ca`); `None` without it.
     tls: Option<TlsConnector>,
-    idle: Mutex<HashMap<Key, Vec<Idle>>>,
+    idle: Mutex<HashMap<Key, Vec<Idle>, RandomState>>,
 }
 
 impl Upstream {
@@ -92,7 +93,7 @@ impl Upstream {
         Upstream {
             connect_timeout,
             tls: tls.map(TlsConnector::from),
-            idle: Mutex::new(HashMap::new()),
+            idle: Mutex::new(HashMap::with_hasher(RandomState::default())),
         }
     }
 
