@@ -95,6 +95,12 @@ impl Resolver {
         })
     }
 
+    /// The addresses `name` is pinned to (`--resolve`), if it is: what
+    /// [`resolve`](Self::resolve) answers for it, without a copy.
+    pub fn pinned(&self, name: &str) -> Option<&[IpAddr]> {
+        self.pins.get(name).map(Vec::as_slice)
+    }
+
     /// Every A and AAAA address of an already-allowed name, IPv4 first, without
     /// duplicates. A pinned name answers from its pins and never causes a DNS query.
     pub async fn resolve(&self, name: &str) -> Result<Vec<IpAddr>, ResolveError> {

@@ -14,7 +14,7 @@ use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper::{Request, Response, StatusCode};
 
-use super::budgeted::{admit_head, Budgeted};
+use super::budgeted::{admit_head, Budgeted, Sent};
 use super::head;
 use super::pool::{Lease, SendError, Upstream};
 use super::{answer, Body, BoxError};
@@ -88,11 +88,13 @@ fn prepare(
         return Err(Box::pin(refuse(state, client, refusal, url)));
     }
     count_approved(&state, &client, &approved);
-    let up_bytes = Arc::new(AtomicU64::new(head_up));
-    let cut = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(Sent {
+        bytes: AtomicU64::new(head_up),
+        cut: AtomicBool::new(false),
+    });
     // Body bytes are drawn from the upload budget as they go; a body that does not fit
     // is cut, and the upstream request with it.
-    let body = Budgeted::new(body, approved.budget.clone(), up_bytes.clone(), cut.clone()).boxed();
+    let body = Budgeted::new(body, approved.budget.clone(), sent.clone()).boxed();
     // From here the request may reach upstream: its allowed record is written however
     // the exchange ends (the client gone before the answer included), exactly once.
     let record = AllowedRecord {
@@ -100,8 +102,7 @@ fn prepare(
         client,
         approved,
         url,
-        up: up_bytes,
-        cut,
+        sent,
         dialed: None,
         armed: true,
     };
@@ -131,7 +132,7 @@ fn exchange(
         let resend = || {
             let paid = record.approved.budget.grant_whole(head_up);
             if paid {
-                record.up.fetch_add(head_up, Ordering::Relaxed);
+                record.sent.bytes.fetch_add(head_up, Ordering::Relaxed);
             }
             paid
         };
@@ -218,9 +219,8 @@ struct AllowedRecord {
     client: Client,
     approved: Approved,
     url: Option<String>,
-    up: Arc<AtomicU64>,
-    /// Set when the upload budget cut the request body.
-    cut: Arc<AtomicBool>,
+    /// The bytes sent upstream, and whether the upload budget cut the request body.
+    sent: Arc<Sent>,
     /// The address the request went to, once known.
     dialed: Option<std::net::SocketAddr>,
     armed: bool,
@@ -242,12 +242,12 @@ impl AllowedRecord {
         if !std::mem::take(&mut self.armed) {
             return;
         }
-        let up = self.up.load(Ordering::Relaxed);
+        let up = self.sent.bytes.load(Ordering::Relaxed);
         let metrics = &self.state.metrics;
         metrics.bytes_up.inc_by(up);
         metrics.bytes_down.inc_by(down);
         let (state, client, approved) = (&self.state, &self.client, &self.approved);
-        if approved.budget.budget().is_some() && self.cut.load(Ordering::Relaxed) {
+        if approved.budget.budget().is_some() && self.sent.cut.load(Ordering::Relaxed) {
             let refusal = self.cut_refusal();
             audit_cut(state, client, &refusal, self.url.take(), (up, down));
             return;
