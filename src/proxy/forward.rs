@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_util::future::Either;
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
-use hyper::{Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode, Uri};
 
 use super::budgeted::{admit_head, Budgeted, Sent};
 use super::head;
@@ -21,7 +21,7 @@ use super::{answer, Body, BoxError};
 use crate::judgement::approved::Approved;
 use crate::judgement::budget;
 use crate::judgement::record::{
-    audit_allowed, audit_cut, audit_refusal, count_approved, inspected_url, plain_url, Client,
+    audit_allowed, audit_cut, audit_refusal, count_approved, inspected_url_of, Client,
 };
 use crate::judgement::refusal::{Failure, Refusal};
 use crate::judgement::State;
@@ -71,11 +71,12 @@ fn prepare(
     state: Arc<State>,
     client: Client,
 ) -> Result<Ready, Pin<Box<impl Future<Output = Response<Body>>>>> {
-    // The URL is only for the allowed record: no string built when none is written.
-    let url = if state.audit_allowed || approved.budget.budget().is_some() {
+    // The target is kept for the record's URL only when a record may be written, and
+    // the URL is built only when one is: a budget alone writes one only for a cut body.
+    let uri = if state.audit_allowed || approved.budget.budget().is_some() {
         match &approved.upstream_tls {
-            None => plain_url(&req),
-            Some(_) => Some(inspected_url(&req, &approved.target)),
+            None => (req.method() != Method::CONNECT).then(|| req.uri().clone()),
+            Some(_) => Some(req.uri().clone()),
         }
     } else {
         None
@@ -85,6 +86,7 @@ fn prepare(
     let head_up = head::wire_len(&parts, &body);
     if let Err(refusal) = admit_head(&approved.budget, head_up, &parts.headers, &approved.target) {
         let refusal = refusal.in_session(&approved.session);
+        let url = uri.map(|uri| record_url(&uri, &approved));
         return Err(Box::pin(refuse(state, client, refusal, url)));
     }
     count_approved(&state, &client, &approved);
@@ -101,7 +103,7 @@ fn prepare(
         state,
         client,
         approved,
-        url,
+        uri,
         sent,
         dialed: None,
         armed: true,
@@ -190,6 +192,15 @@ async fn refuse(
     answer::refuse(&refusal, &client.request_id)
 }
 
+/// The record's `url` of a request to `approved`: as the client sent it, or for a
+/// request read inside an intercepted tunnel, `https://` and the tunnel's authority.
+fn record_url(uri: &Uri, approved: &Approved) -> String {
+    match &approved.upstream_tls {
+        None => uri.to_string(),
+        Some(_) => inspected_url_of(uri, &approved.target),
+    }
+}
+
 fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
     match e {
         SendError::Dial(DialError::Timeout) => Failure::connect(&approved.target, true),
@@ -218,7 +229,9 @@ struct AllowedRecord {
     state: Arc<State>,
     client: Client,
     approved: Approved,
-    url: Option<String>,
+    /// The request's target as the client sent it, for the record's `url`; `None` when
+    /// no record is written unless asked (no `--audit-allowed`, no budget).
+    uri: Option<Uri>,
     /// The bytes sent upstream, and whether the upload budget cut the request body.
     sent: Arc<Sent>,
     /// The address the request went to, once known.
@@ -249,17 +262,16 @@ impl AllowedRecord {
         let (state, client, approved) = (&self.state, &self.client, &self.approved);
         if approved.budget.budget().is_some() && self.sent.cut.load(Ordering::Relaxed) {
             let refusal = self.cut_refusal();
-            audit_cut(state, client, &refusal, self.url.take(), (up, down));
+            let url = self.uri.take().map(|uri| record_url(&uri, approved));
+            audit_cut(state, client, &refusal, url, (up, down));
             return;
         }
-        audit_allowed(
-            state,
-            client,
-            approved,
-            self.dialed,
-            self.url.take(),
-            (up, down),
-        );
+        if !state.audit_allowed {
+            // No record (`audit_allowed` writes none either), so no URL built for one.
+            return;
+        }
+        let url = self.uri.take().map(|uri| record_url(&uri, approved));
+        audit_allowed(state, client, approved, self.dialed, url, (up, down));
     }
 }
 
