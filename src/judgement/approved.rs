@@ -29,8 +29,9 @@ pub struct Approved {
     /// this name (the `CONNECT` host); `None` for plain HTTP and for tunnels.
     pub upstream_tls: Option<Arc<str>>,
     /// The request's `X-Network-Policy`: a `CONNECT`'s narrows every request read
-    /// inside its tunnel when it is intercepted.
-    pub header: Option<RequestPolicy>,
+    /// inside its tunnel when it is intercepted. Boxed: most requests send none, and
+    /// every request's futures carry this value (moved by memcpy).
+    pub header: Option<Box<RequestPolicy>>,
     /// How rules judged it: the path to send upstream, or a tunnel to intercept.
     pub judged: Judged,
     /// What it may send upstream: its session's (or the proxy's) upload budget.

@@ -4,6 +4,7 @@
 //! addresses the proxy may dial, or in why it stops. Writing the records is
 //! [`super::record`]'s.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -36,7 +37,7 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     if let Some(s) = &session {
         covered(s, &policies, &target).map_err(tag)?;
     }
-    let headers = [header.as_ref()];
+    let headers = [header.as_deref()];
     let levels = levels(&policies, session.as_deref(), &headers, &target).map_err(tag)?;
     let eff = Effective {
         org: &policies.org,
@@ -89,7 +90,7 @@ pub async fn judge_inner<B>(
     refuse_while_unaudited(state, &target)?;
     let policies = tunnel.policies.clone();
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
-    let headers = [tunnel.header.as_ref(), header.as_ref()];
+    let headers = [tunnel.header.as_deref(), header.as_deref()];
     let levels = levels(&policies, session.as_deref(), &headers, &target).map_err(tag)?;
     let eff = Effective {
         org: &policies.org,
@@ -231,23 +232,31 @@ async fn checked_addrs(
     target: &Target,
     state: &State,
 ) -> Result<Vec<CheckedAddr>, Stop> {
-    let ips = match &target.host {
-        Host::Ip(ip) => vec![*ip],
+    // A literal address and a pinned name are checked where they are, not copied.
+    let resolved;
+    let ips: &[IpAddr] = match &target.host {
+        Host::Ip(ip) => std::slice::from_ref(ip),
         Host::Name(name) => {
             state.metrics.dns_lookups.inc();
-            state.resolver.resolve(name.as_str()).await.map_err(|e| {
-                state.metrics.dns_failures.inc();
-                Stop::Failed(Failure {
-                    status: StatusCode::BAD_GATEWAY,
-                    message: format!("cannot resolve {name}: {e}"),
-                })
-            })?
+            match state.resolver.pinned(name.as_str()) {
+                Some(pinned) => pinned,
+                None => {
+                    resolved = state.resolver.resolve(name.as_str()).await.map_err(|e| {
+                        state.metrics.dns_failures.inc();
+                        Stop::Failed(Failure {
+                            status: StatusCode::BAD_GATEWAY,
+                            message: format!("cannot resolve {name}: {e}"),
+                        })
+                    })?;
+                    &resolved
+                }
+            }
         }
     };
     let tag = |r: Refusal| Stop::from(r.in_session(session));
     let mut addrs: Vec<CheckedAddr> = Vec::with_capacity(ips.len());
     let mut refused = None;
-    for ip in ips {
+    for &ip in ips {
         match guard(eff, ip, &state.own, target.port) {
             Ok(addr) => addrs.push(addr),
             Err((verdict, reason)) if refused.is_none() => refused = Some((verdict, reason, ip)),

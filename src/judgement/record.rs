@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use hyper::{Method, Request};
+use hyper::{Method, Request, Uri};
 
 use super::approved::Approved;
 use super::refusal::Refusal;
@@ -102,6 +102,11 @@ pub fn plain_url<B>(req: &Request<B>) -> Option<String> {
 /// `https://` and the tunnel's authority, then the request's path and query (cut as
 /// every recorded URL is).
 pub fn inspected_url<B>(req: &Request<B>, target: &Target) -> String {
+    inspected_url_of(req.uri(), target)
+}
+
+/// [`inspected_url`] from the request's target alone.
+pub fn inspected_url_of(uri: &Uri, target: &Target) -> String {
     let authority = match target.port {
         443 => target
             .host
@@ -110,7 +115,7 @@ pub fn inspected_url<B>(req: &Request<B>, target: &Target) -> String {
             .to_string(),
         port => target.host.authority(port),
     };
-    let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
     format!("https://{authority}{path}")
 }
 

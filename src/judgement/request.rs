@@ -1,7 +1,7 @@
 //! Reading what a request asks for: its target (step 1 of the order of judgement), the
 //! `Host` check, and the `X-Network-Policy` header (step 3's input).
 
-use hyper::header::{HeaderMap, HOST};
+use hyper::header::{HeaderMap, HeaderName, HOST};
 use hyper::{Method, Request};
 
 use crate::policy::{normalize_path, Host, NormalPath, Reason, RequestPolicy, Target};
@@ -10,6 +10,10 @@ use super::refusal::Refusal;
 
 /// The header a client uses to narrow one request.
 pub const NETWORK_POLICY_HEADER: &str = "x-network-policy";
+
+/// The same, as a header name: looked up on every request, it is not parsed from its
+/// text each time.
+const NETWORK_POLICY: HeaderName = HeaderName::from_static(NETWORK_POLICY_HEADER);
 
 /// Refuse a request head larger than `max` bytes (`--max-header-bytes`, 431). The first
 /// head of a connection is measured before hyper reads it (`crate::proxy::preflight`); this
@@ -163,8 +167,8 @@ pub fn normal_path(path_and_query: &str, target: &Target) -> Result<NormalPath, 
 pub fn header_policy(
     headers: &HeaderMap,
     target: &Target,
-) -> Result<Option<RequestPolicy>, Refusal> {
-    let mut values = headers.get_all(NETWORK_POLICY_HEADER).iter();
+) -> Result<Option<Box<RequestPolicy>>, Refusal> {
+    let mut values = headers.get_all(&NETWORK_POLICY).iter();
     let Some(value) = values.next() else {
         return Ok(None);
     };
@@ -179,7 +183,7 @@ pub fn header_policy(
         .to_str()
         .map_err(|_| invalid("X-Network-Policy is not ASCII text".into()))?;
     RequestPolicy::from_json(text, "X-Network-Policy")
-        .map(Some)
+        .map(|policy| Some(Box::new(policy)))
         .map_err(|e| invalid(e.to_string()))
 }
 

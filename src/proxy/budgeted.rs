@@ -43,27 +43,33 @@ pub(crate) fn admit_head(
     Err(refusal(target, budget).with_detail(why))
 }
 
+/// What a request sent upstream, shared by its body and its record (one allocation per
+/// request): the bytes granted, and whether the upload budget cut the body.
+#[derive(Debug, Default)]
+pub struct Sent {
+    pub bytes: AtomicU64,
+    pub cut: AtomicBool,
+}
+
 /// A request body that draws its bytes from an [`Allowance`]: a data frame that does
 /// not fit is cut to what does, and the body then fails with [`Spent`], so the upstream
-/// request is never complete (hyper aborts it). Bytes granted are added to `sent`;
-/// `cut` is set once the body is cut.
+/// request is never complete (hyper aborts it). Bytes granted are added to
+/// `sent.bytes`; `sent.cut` is set once the body is cut.
 pub struct Budgeted<B> {
     pub inner: B,
     pub allowance: Allowance,
-    pub sent: Arc<AtomicU64>,
-    pub cut: Arc<AtomicBool>,
+    pub sent: Arc<Sent>,
     /// The failure is held back for one poll after the cut frame, so hyper writes that
     /// frame out (it flushes when the body is not ready) before it aborts the request.
     held: bool,
 }
 
 impl<B> Budgeted<B> {
-    pub fn new(inner: B, allowance: Allowance, sent: Arc<AtomicU64>, cut: Arc<AtomicBool>) -> Self {
+    pub fn new(inner: B, allowance: Allowance, sent: Arc<Sent>) -> Self {
         Budgeted {
             inner,
             allowance,
             sent,
-            cut,
             held: false,
         }
     }
@@ -81,7 +87,7 @@ where
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        if self.cut.load(Ordering::Relaxed) {
+        if self.sent.cut.load(Ordering::Relaxed) {
             if !std::mem::replace(&mut self.held, true) {
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
@@ -100,9 +106,9 @@ where
             Err(frame) => return Poll::Ready(Some(Ok(frame))),
         };
         let granted = self.allowance.grant(data.len());
-        self.sent.fetch_add(granted as u64, Ordering::Relaxed);
+        self.sent.bytes.fetch_add(granted as u64, Ordering::Relaxed);
         if granted < data.len() {
-            self.cut.store(true, Ordering::Relaxed);
+            self.sent.cut.store(true, Ordering::Relaxed);
             if granted == 0 {
                 self.held = true;
                 return Poll::Ready(Some(Err(Box::new(Spent))));
@@ -113,7 +119,7 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        !self.cut.load(Ordering::Relaxed) && self.inner.is_end_stream()
+        !self.sent.cut.load(Ordering::Relaxed) && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {

@@ -3,6 +3,7 @@
 //! refuse.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -76,7 +77,7 @@ pub(crate) async fn serve_connection(
         // Made before the work is: hyper may drop the work before it first runs.
         let client = Client::new(peer, Asked::of(&req)).via(via);
         let unanswered = Unanswered::new(state, client, req.uri());
-        async move { Ok::<_, Infallible>(handle(req, unanswered, done, &upstream).await) }
+        handle(req, unanswered, done, upstream)
     });
     let mut builder = http1::Builder::new();
     builder
@@ -158,45 +159,58 @@ fn aimed<B>(req: Request<B>, to: &str) -> Request<B> {
     Request::from_parts(parts, body)
 }
 
-/// One request: judge it, then forward, tunnel, or refuse.
-async fn handle(
+/// One request: judge it, then forward, tunnel, or refuse. Not an `async fn`, whose
+/// future would keep a second copy of each argument: hyper moves this future by memcpy
+/// several times per request, so what it holds is kept to the judge's future or the
+/// forwarded request's, and the cold paths (a stop, a tunnel) are boxed.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps a copy of each argument"
+)]
+fn handle(
     req: Request<Incoming>,
-    mut unanswered: Unanswered,
+    unanswered: Unanswered,
     done: mpsc::Sender<()>,
-    upstream: &Arc<pool::Upstream>,
-) -> Response<Body> {
-    let state = unanswered.state.clone();
-    let judged = judge::judge(&req, &state, unanswered.client()).await;
-    let approved = match judged {
-        Ok(approved) => approved,
-        Err(stop) => {
-            let client = unanswered.client();
-            match &stop {
-                Stop::Denied(refusal) => {
-                    // Boxed: the wait for room in the audit queue stays out of every
-                    // request's future (moved by memcpy per request); a denial pays
-                    // one allocation instead.
-                    Box::pin(audit_refusal(&state, client, refusal, plain_url(&req))).await
-                }
-                Stop::Failed(failure) => {
-                    count(&state, client, Outcome::Failed);
-                    tracing::info!(request_id = %client.request_id, "{}", failure.message)
-                }
+    upstream: Arc<pool::Upstream>,
+) -> impl Future<Output = Result<Response<Body>, Infallible>> {
+    async move {
+        let judged = judge::judge(&req, &unanswered.state, unanswered.client()).await;
+        let approved = match judged {
+            Ok(approved) => approved,
+            // Boxed: the wait for room in the audit queue stays out of every request's
+            // future; a stop pays one allocation instead.
+            Err(stop) => return Ok(Box::pin(stopped(&req, unanswered, stop)).await),
+        };
+        // From here the tunnel's or the forwarded request's own record is written
+        // however it ends.
+        let (state, client) = unanswered.answered();
+        let answer = match client.asked {
+            Asked::Connect => {
+                count_approved(&state, &client, &approved);
+                // Boxed: a tunnel opens once per connection, and its future is larger
+                // than a forwarded request's.
+                Box::pin(tunnel::open(req, approved, state, client, done, upstream)).await
             }
-            return answer::stop(&stop, &unanswered.answered().request_id);
-        }
-    };
-    // From here the tunnel's or the forwarded request's own record is written however
-    // it ends.
-    let client = unanswered.answered();
-    match client.asked {
-        Asked::Connect => {
-            count_approved(&state, &client, &approved);
-            tunnel::open(req, approved, state, client, done, upstream.clone()).await
-        }
-        // Counted by `forward` once its head is paid for.
-        _ => forward::forward(req, approved, state, client, upstream).await,
+            // Counted by `forward` once its head is paid for.
+            _ => forward::forward(req, approved, state, client, &upstream).await,
+        };
+        Ok(answer)
     }
+}
+
+/// A request the judgement stopped: recorded (a denial) or counted and logged (a
+/// failure), then answered.
+async fn stopped(req: &Request<Incoming>, unanswered: Unanswered, stop: Stop) -> Response<Body> {
+    let state = &unanswered.state;
+    let client = unanswered.client();
+    match &stop {
+        Stop::Denied(refusal) => audit_refusal(state, client, refusal, plain_url(req)).await,
+        Stop::Failed(failure) => {
+            count(state, client, Outcome::Failed);
+            tracing::info!(request_id = %client.request_id, "{}", failure.message)
+        }
+    }
+    answer::stop(&stop, &unanswered.answered().1.request_id)
 }
 
 /// A request hyper handed on, until its answer or its own record takes over: hyper may
@@ -225,9 +239,11 @@ impl Unanswered {
         self.client.as_ref().expect("a request is answered once")
     }
 
-    /// The request is answered, or handed to code that records it: disarmed.
-    fn answered(&mut self) -> Client {
-        self.client.take().expect("a request is answered once")
+    /// The request is answered, or handed to code that records it: disarmed, and out of
+    /// the request's future.
+    fn answered(mut self) -> (Arc<State>, Client) {
+        let client = self.client.take().expect("a request is answered once");
+        (self.state.clone(), client)
     }
 }
 

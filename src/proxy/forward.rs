@@ -2,24 +2,26 @@
 //! from the upload budget, the request sent over a pooled connection to a checked
 //! address, its answer metered and its record written once.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use futures_util::future::Either;
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
-use hyper::{Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode, Uri};
 
-use super::budgeted::{admit_head, Budgeted};
+use super::budgeted::{admit_head, Budgeted, Sent};
 use super::head;
 use super::pool::{Lease, SendError, Upstream};
 use super::{answer, Body, BoxError};
 use crate::judgement::approved::Approved;
 use crate::judgement::budget;
 use crate::judgement::record::{
-    audit_allowed, audit_cut, audit_refusal, count_approved, inspected_url, plain_url, Client,
+    audit_allowed, audit_cut, audit_refusal, count_approved, inspected_url_of, Client,
 };
 use crate::judgement::refusal::{Failure, Refusal};
 use crate::judgement::State;
@@ -31,18 +33,50 @@ pub use head::strip_hop_by_hop;
 /// return upstream's answer. Its head is built for upstream first and paid for from the
 /// upload budget whole; one that does not fit is refused here, before any of it is
 /// sent, and counted and recorded as the refusal it is rather than as allowed.
-pub async fn forward(
+///
+/// Not an `async fn`: the head is built before the future is, so the future holds only
+/// the exchange (the record, the request, the pool's send) and no second copy of its
+/// arguments; a refusal's future (its wait for room in the audit queue) is boxed.
+pub fn forward<'u>(
     req: Request<Incoming>,
     approved: Approved,
     state: Arc<State>,
     client: Client,
-    upstream: &Arc<Upstream>,
-) -> Response<Body> {
-    // The URL is only for the allowed record: no string built when none is written.
-    let url = if state.audit_allowed || approved.budget.budget().is_some() {
+    upstream: &'u Arc<Upstream>,
+) -> impl Future<Output = Response<Body>> + 'u {
+    match prepare(req, approved, state, client) {
+        Ok(Ready {
+            record,
+            req,
+            head_up,
+        }) => Either::Left(exchange(record, req, head_up, upstream)),
+        Err(refused) => Either::Right(refused),
+    }
+}
+
+/// A request ready to go upstream: its allowed record (armed), the request with its
+/// head built, and the length of that head.
+struct Ready {
+    record: AllowedRecord,
+    req: Request<Body>,
+    head_up: u64,
+}
+
+/// The head built for upstream and paid for; the request counted; its allowed record
+/// armed. Or, for a head over the upload budget, the (boxed) recording and answer of
+/// its refusal.
+fn prepare(
+    req: Request<Incoming>,
+    approved: Approved,
+    state: Arc<State>,
+    client: Client,
+) -> Result<Ready, Pin<Box<impl Future<Output = Response<Body>>>>> {
+    // The target is kept for the record's URL only when a record may be written, and
+    // the URL is built only when one is: a budget alone writes one only for a cut body.
+    let uri = if state.audit_allowed || approved.budget.budget().is_some() {
         match &approved.upstream_tls {
-            None => plain_url(&req),
-            Some(_) => Some(inspected_url(&req, &approved.target)),
+            None => (req.method() != Method::CONNECT).then(|| req.uri().clone()),
+            Some(_) => Some(req.uri().clone()),
         }
     } else {
         None
@@ -52,92 +86,119 @@ pub async fn forward(
     let head_up = head::wire_len(&parts, &body);
     if let Err(refusal) = admit_head(&approved.budget, head_up, &parts.headers, &approved.target) {
         let refusal = refusal.in_session(&approved.session);
-        return refuse(&state, &client, &refusal, url).await;
+        let url = uri.map(|uri| record_url(&uri, &approved));
+        return Err(Box::pin(refuse(state, client, refusal, url)));
     }
     count_approved(&state, &client, &approved);
-    let up_bytes = Arc::new(AtomicU64::new(head_up));
-    let cut = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(Sent {
+        bytes: AtomicU64::new(head_up),
+        cut: AtomicBool::new(false),
+    });
     // Body bytes are drawn from the upload budget as they go; a body that does not fit
     // is cut, and the upstream request with it.
-    let body = Budgeted::new(body, approved.budget.clone(), up_bytes.clone(), cut.clone()).boxed();
-    let upstream_req = Request::from_parts(parts, body);
-    let request_id = client.request_id.clone();
+    let body = Budgeted::new(body, approved.budget.clone(), sent.clone()).boxed();
     // From here the request may reach upstream: its allowed record is written however
     // the exchange ends (the client gone before the answer included), exactly once.
-    let mut record = AllowedRecord {
+    let record = AllowedRecord {
         state,
         client,
         approved,
-        url,
-        up: up_bytes,
-        cut,
+        uri,
+        sent,
         dialed: None,
         armed: true,
     };
-    // A request sent again over a new connection (the pool's retry after a kept one
-    // failed) puts its head on the wire twice: the second pays too, or is not sent.
-    let resend = || {
-        let paid = record.approved.budget.grant_whole(head_up);
-        if paid {
-            record.up.fetch_add(head_up, Ordering::Relaxed);
-        }
-        paid
-    };
-    let sent = upstream
-        .send(
-            &record.approved.addrs,
-            upstream_req,
-            record.approved.upstream_tls.as_ref(),
-            resend,
-        )
-        .await;
-    let (resp, lease) = match sent {
-        Ok(sent) => sent,
-        Err(SendError::Upstream(e)) if budget::is_spent(&e) => {
-            // No answer had started: the client is told why its request was cut. The
-            // record (written when `record` is dropped) says so too.
-            let refusal = record.cut_refusal();
-            return answer::refuse(&refusal, &request_id);
-        }
-        Err(e) => {
-            let failure = upstream_failure(&e, &record.approved);
-            tracing::info!(request_id = %request_id, error = %e, "{}", failure.message);
-            if let SendError::Dial(_) = e {
-                // Nothing reached upstream: a failure, not an allowed connection.
-                record.armed = false;
+    let req = Request::from_parts(parts, body);
+    Ok(Ready {
+        record,
+        req,
+        head_up,
+    })
+}
+
+/// Send the request upstream and return its answer, metered. The arguments are used
+/// where the future holds them, never moved into locals of their own.
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn keeps a copy of each argument"
+)]
+fn exchange(
+    mut record: AllowedRecord,
+    upstream_req: Request<Body>,
+    head_up: u64,
+    upstream: &Arc<Upstream>,
+) -> impl Future<Output = Response<Body>> + '_ {
+    async move {
+        // A request sent again over a new connection (the pool's retry after a kept one
+        // failed) puts its head on the wire twice: the second pays too, or is not sent.
+        let resend = || {
+            let paid = record.approved.budget.grant_whole(head_up);
+            if paid {
+                record.sent.bytes.fetch_add(head_up, Ordering::Relaxed);
             }
-            return answer::fail(&failure, &request_id);
-        }
-    };
-    record
-        .state
-        .metrics
-        .observe_first_byte(record.approved.decided_at.elapsed());
-    let (mut parts, body) = resp.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
-    record.dialed = Some(lease.addr().addr());
-    let body = Metered {
-        inner: body,
-        down: head::response_len(&parts.headers),
-        record: Some(record),
-        ended: false,
-        lease: Some((lease, upstream.clone())),
-    };
-    Response::from_parts(parts, body.map_err(BoxError::from).boxed())
+            paid
+        };
+        let approved = &record.approved;
+        let tls = approved.upstream_tls.as_ref();
+        let sent = upstream
+            .send(&approved.addrs, upstream_req, tls, resend)
+            .await;
+        let (resp, lease) = match sent {
+            Ok(sent) => sent,
+            Err(SendError::Upstream(e)) if budget::is_spent(&e) => {
+                // No answer had started: the client is told why its request was cut.
+                // The record (written when `record` is dropped) says so too.
+                let refusal = record.cut_refusal();
+                return answer::refuse(&refusal, &record.client.request_id);
+            }
+            Err(e) => {
+                let failure = upstream_failure(&e, &record.approved);
+                let request_id = &record.client.request_id;
+                tracing::info!(request_id = %request_id, error = %e, "{}", failure.message);
+                if let SendError::Dial(_) = e {
+                    // Nothing reached upstream: a failure, not an allowed connection.
+                    record.armed = false;
+                }
+                return answer::fail(&failure, &record.client.request_id);
+            }
+        };
+        record
+            .state
+            .metrics
+            .observe_first_byte(record.approved.decided_at.elapsed());
+        let (mut parts, body) = resp.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        record.dialed = Some(lease.addr().addr());
+        let body = Metered {
+            inner: body,
+            down: head::response_len(&parts.headers),
+            record: Some(record),
+            ended: false,
+            lease: Some((lease, upstream.clone())),
+        };
+        Response::from_parts(parts, body.map_err(BoxError::from).boxed())
+    }
 }
 
 /// Record and answer a request refused after its judgement (its head over the upload
 /// budget), as every refusal is: one `egress.denied` record, the one answer function.
-/// Boxed, as the denials of `conn::handle`: the wait for room in the audit queue stays
-/// out of every request's future.
 async fn refuse(
-    state: &State,
-    client: &Client,
-    refusal: &Refusal,
+    state: Arc<State>,
+    client: Client,
+    refusal: Refusal,
     url: Option<String>,
 ) -> Response<Body> {
-    Box::pin(audit_refusal(state, client, refusal, url)).await;
-    answer::refuse(refusal, &client.request_id)
+    audit_refusal(&state, &client, &refusal, url).await;
+    answer::refuse(&refusal, &client.request_id)
+}
+
+/// The record's `url` of a request to `approved`: as the client sent it, or for a
+/// request read inside an intercepted tunnel, `https://` and the tunnel's authority.
+fn record_url(uri: &Uri, approved: &Approved) -> String {
+    match &approved.upstream_tls {
+        None => uri.to_string(),
+        Some(_) => inspected_url_of(uri, &approved.target),
+    }
 }
 
 fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
@@ -168,10 +229,11 @@ struct AllowedRecord {
     state: Arc<State>,
     client: Client,
     approved: Approved,
-    url: Option<String>,
-    up: Arc<AtomicU64>,
-    /// Set when the upload budget cut the request body.
-    cut: Arc<AtomicBool>,
+    /// The request's target as the client sent it, for the record's `url`; `None` when
+    /// no record is written unless asked (no `--audit-allowed`, no budget).
+    uri: Option<Uri>,
+    /// The bytes sent upstream, and whether the upload budget cut the request body.
+    sent: Arc<Sent>,
     /// The address the request went to, once known.
     dialed: Option<std::net::SocketAddr>,
     armed: bool,
@@ -193,24 +255,23 @@ impl AllowedRecord {
         if !std::mem::take(&mut self.armed) {
             return;
         }
-        let up = self.up.load(Ordering::Relaxed);
+        let up = self.sent.bytes.load(Ordering::Relaxed);
         let metrics = &self.state.metrics;
         metrics.bytes_up.inc_by(up);
         metrics.bytes_down.inc_by(down);
         let (state, client, approved) = (&self.state, &self.client, &self.approved);
-        if approved.budget.budget().is_some() && self.cut.load(Ordering::Relaxed) {
+        if approved.budget.budget().is_some() && self.sent.cut.load(Ordering::Relaxed) {
             let refusal = self.cut_refusal();
-            audit_cut(state, client, &refusal, self.url.take(), (up, down));
+            let url = self.uri.take().map(|uri| record_url(&uri, approved));
+            audit_cut(state, client, &refusal, url, (up, down));
             return;
         }
-        audit_allowed(
-            state,
-            client,
-            approved,
-            self.dialed,
-            self.url.take(),
-            (up, down),
-        );
+        if !state.audit_allowed {
+            // No record (`audit_allowed` writes none either), so no URL built for one.
+            return;
+        }
+        let url = self.uri.take().map(|uri| record_url(&uri, approved));
+        audit_allowed(state, client, approved, self.dialed, url, (up, down));
     }
 }
 

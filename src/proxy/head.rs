@@ -8,8 +8,8 @@ use std::sync::LazyLock;
 use bytes::Bytes;
 use hyper::body::Body as HttpBody;
 use hyper::header::{
-    HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, PROXY_AUTHENTICATE,
-    PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+    Entry, HeaderMap, HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST,
+    PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
 };
 use hyper::http::request::Parts;
 use hyper::http::uri::PathAndQuery;
@@ -43,9 +43,7 @@ pub fn rewrite(parts: &mut Parts, approved: &Approved) {
     let tls = approved.upstream_tls.is_some();
     let default_port = if tls { 443 } else { 80 };
     let target = &approved.target;
-    parts
-        .headers
-        .insert(HOST, host_value(&target.host, target.port, default_port));
+    set_host(&mut parts.headers, &target.host, target.port, default_port);
     // `[[credentials]]` of the approved host, replacing what the client sent, and only
     // over TLS (docs/reference/inspection.md, "Credentials"): a plain-HTTP request gets
     // the client's header of that name removed, never the credential. Set after the
@@ -117,18 +115,27 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // `Connection`), so only those are looked up and removed.
     let mut present = 0u16;
     for name in headers.keys() {
-        if let Some(i) = HOP_BY_HOP.iter().position(|hop| hop == name) {
+        if let Some(i) = hop_index(name.as_str()) {
             present |= 1 << i;
         }
     }
     if present & 1 != 0 {
-        let named: Vec<HeaderName> = headers
-            .get_all(CONNECTION)
-            .iter()
+        let mut named: Vec<HeaderName> = Vec::new();
+        let values = headers.get_all(CONNECTION).iter();
+        for name in values
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-            .collect();
+        {
+            let name = name.trim();
+            // One of the set (`keep-alive`, as upstream often names it): removed below if
+            // it is there, without a name parsed and allocated for it.
+            if hop_index(name).is_some() {
+                continue;
+            }
+            if let Ok(name) = HeaderName::from_bytes(name.as_bytes()) {
+                named.push(name);
+            }
+        }
         for name in named {
             headers.remove(name);
         }
@@ -138,6 +145,69 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(name);
         }
     }
+}
+
+/// The position in [`HOP_BY_HOP`] of the header `name` (lower case, as a `HeaderName`
+/// is), if it is one: a switch on the length, then at most two compares. It runs for
+/// every header of every request and response, where comparing each name with the ten
+/// of the set showed in the instruction count.
+fn hop_index(name: &str) -> Option<usize> {
+    let i = match (name.len(), name) {
+        (2, "te") => 5,
+        (7, "trailer") => 6,
+        (7, "upgrade") => 8,
+        (10, "connection") => 0,
+        (10, "keep-alive") => 1,
+        (16, "proxy-connection") => 2,
+        (16, crate::judgement::request::NETWORK_POLICY_HEADER) => 9,
+        (17, "transfer-encoding") => 7,
+        (18, "proxy-authenticate") => 3,
+        (19, "proxy-authorization") => 4,
+        _ => return None,
+    };
+    Some(i)
+}
+
+/// Make `Host` the approved authority. The client's own `Host`, when it is the one
+/// value and already that very text (the usual case), is kept as it is: no value is
+/// built for every request.
+fn set_host(headers: &mut HeaderMap, host: &Host, port: u16, default_port: u16) {
+    match headers.entry(HOST) {
+        Entry::Occupied(entry)
+            if entry.iter().count() == 1 && names(entry.get(), host, port, default_port) => {}
+        Entry::Occupied(mut entry) => {
+            entry.insert(host_value(host, port, default_port));
+        }
+        Entry::Vacant(entry) => {
+            entry.insert(host_value(host, port, default_port));
+        }
+    }
+}
+
+/// Whether `value` is the text [`host_value`] makes for a host name (`None` for an IP:
+/// always built).
+fn names(value: &HeaderValue, host: &Host, port: u16, default_port: u16) -> bool {
+    let Host::Name(name) = host else {
+        return false;
+    };
+    let Some(rest) = value.as_bytes().strip_prefix(name.as_str().as_bytes()) else {
+        return false;
+    };
+    if port == default_port {
+        return rest.is_empty();
+    }
+    let mut digits = [0u8; 5];
+    let mut at = digits.len();
+    let mut n = port;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    rest.first() == Some(&b':') && rest[1..] == digits[at..]
 }
 
 /// The `Host` upstream sees: the approved authority, the port only when not the

@@ -25,6 +25,61 @@ fn strip_removes_the_set_and_what_connection_names_and_keeps_the_rest() {
 }
 
 #[test]
+fn hop_index_finds_each_of_the_set_and_nothing_else() {
+    for (i, name) in HOP_BY_HOP.iter().enumerate() {
+        assert_eq!(hop_index(name.as_str()), Some(i), "{name}");
+    }
+    for name in [
+        "host",
+        "content-length",
+        "connections",
+        "t",
+        "x-network-policies",
+    ] {
+        assert_eq!(hop_index(name), None, "{name}");
+    }
+}
+
+#[test]
+fn a_client_host_is_kept_only_when_it_is_the_approved_text() {
+    let name = Host::parse("a.test").unwrap();
+    let ip = Host::parse("127.0.0.1").unwrap();
+    let cases: &[(&Host, u16, &str, bool)] = &[
+        (&name, 80, "a.test", true),
+        (&name, 8080, "a.test:8080", true),
+        (&name, 8080, "a.test", false),
+        (&name, 80, "a.test:80", false),
+        (&name, 8080, "a.test:08080", false),
+        (&name, 8080, "a.test:808", false),
+        (&name, 8080, "A.test:8080", false),
+        (&name, 8080, "a.tester:8080", false),
+        (&name, 1, "a.test:1", true),
+        (&name, 65535, "a.test:65535", true),
+        (&ip, 8080, "127.0.0.1:8080", false),
+    ];
+    for &(host, port, value, kept) in cases {
+        let value = HeaderValue::from_str(value).unwrap();
+        assert_eq!(
+            names(&value, host, port, 80),
+            kept,
+            "{value:?} for {host}:{port}"
+        );
+        if kept {
+            assert_eq!(value, host_value(host, port, 80));
+        }
+    }
+    // Two values are replaced by the one approved.
+    let mut headers = HeaderMap::new();
+    headers.append(HOST, HeaderValue::from_static("a.test"));
+    headers.append(HOST, HeaderValue::from_static("a.test"));
+    set_host(&mut headers, &name, 80, 80);
+    assert_eq!(headers.get_all(HOST).iter().count(), 1);
+    let mut headers = HeaderMap::new();
+    set_host(&mut headers, &name, 8080, 80);
+    assert_eq!(headers[HOST], "a.test:8080");
+}
+
+#[test]
 fn decimal_digits_counts_the_digits_of_a_length() {
     for (n, want) in [(0, 1), (9, 1), (10, 2), (99, 2), (100, 3), (u64::MAX, 20)] {
         assert_eq!(decimal_digits(n), want, "{n}");

@@ -8,10 +8,12 @@
 //! own pool, so a connection's task runs on the thread of the requests that use it.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use foldhash::fast::RandomState;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::{Body as _, Incoming};
 use hyper::client::conn::http1::{self, SendRequest};
@@ -82,7 +84,7 @@ pub struct Upstream {
     connect_timeout: Duration,
     /// The client side of TLS to inspected hosts (`serve --ca`); `None` without it.
     tls: Option<TlsConnector>,
-    idle: Mutex<HashMap<Key, Vec<Idle>>>,
+    idle: Mutex<HashMap<Key, Vec<Idle>, RandomState>>,
 }
 
 impl Upstream {
@@ -91,7 +93,7 @@ impl Upstream {
         Upstream {
             connect_timeout,
             tls: tls.map(TlsConnector::from),
-            idle: Mutex::new(HashMap::new()),
+            idle: Mutex::new(HashMap::with_hasher(RandomState::default())),
         }
     }
 
@@ -100,41 +102,62 @@ impl Upstream {
     /// for that name. A request that went out over a kept connection which then failed
     /// is sent again only if `resend` says so (it pays for the second copy's head from
     /// the upload budget).
-    pub async fn send(
+    ///
+    /// Not an `async fn` (whose future would hold each argument twice), and what is
+    /// rare is boxed: a new connection, and the copy kept for a retry. This future is
+    /// part of every forwarded request's, moved by memcpy.
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an async fn keeps a copy of each argument"
+    )]
+    pub fn send<'a, R: FnMut() -> bool + 'a>(
+        &'a self,
+        addrs: &'a [CheckedAddr],
+        mut req: Request<Body>,
+        tls: Option<&'a Arc<str>>,
+        mut resend: R,
+    ) -> impl Future<Output = Result<(Response<Incoming>, Lease), SendError>> + 'a {
+        async move {
+            // A kept-open connection that upstream closed meanwhile gives the request
+            // back unsent; it then goes to the next one, or to a new connection.
+            while let Some((mut sender, addr, idle)) = self.checkout(addrs, tls) {
+                let again = (idle >= RETRY_AFTER_IDLE)
+                    .then(|| retry_copy(&req).map(Box::new))
+                    .flatten();
+                match sender.try_send_request(req).await {
+                    Ok(resp) => {
+                        let tls = tls.cloned();
+                        return Ok((resp, Lease { sender, addr, tls }));
+                    }
+                    Err(mut e) => match (e.take_message(), again) {
+                        (Some(unsent), _) => req = unsent,
+                        (None, Some(copy)) if resend() => {
+                            tracing::debug!(upstream = %addr.addr(), error = %e.error(), "a kept-open connection failed; sending the request again over a new one");
+                            req = *copy;
+                            break;
+                        }
+                        (None, _) => return Err(SendError::Upstream(e.into_error())),
+                    },
+                }
+            }
+            // Boxed: a new connection is rare on the request path, and the dial's and
+            // handshake's futures (TLS included) would otherwise be part of every
+            // request's.
+            let mut lease = Box::pin(self.connect(addrs, tls)).await?;
+            let resp = lease.sender.send_request(req).await?;
+            Ok((resp, lease))
+        }
+    }
+
+    /// A new connection to the first of `addrs` (in order) that accepts, HTTP/1.1 started
+    /// on it.
+    async fn connect(
         &self,
         addrs: &[CheckedAddr],
-        mut req: Request<Body>,
         tls: Option<&Arc<str>>,
-        mut resend: impl FnMut() -> bool,
-    ) -> Result<(Response<Incoming>, Lease), SendError> {
-        // A kept-open connection that upstream closed meanwhile gives the request back
-        // unsent; it then goes to the next one, or to a new connection.
-        while let Some((mut sender, addr, idle)) = self.checkout(addrs, tls) {
-            let again = (idle >= RETRY_AFTER_IDLE)
-                .then(|| retry_copy(&req))
-                .flatten();
-            match sender.try_send_request(req).await {
-                Ok(resp) => {
-                    let tls = tls.cloned();
-                    return Ok((resp, Lease { sender, addr, tls }));
-                }
-                Err(mut e) => match (e.take_message(), again) {
-                    (Some(unsent), _) => req = unsent,
-                    (None, Some(copy)) if resend() => {
-                        tracing::debug!(upstream = %addr.addr(), error = %e.error(), "a kept-open connection failed; sending the request again over a new one");
-                        req = copy;
-                        break;
-                    }
-                    (None, _) => return Err(SendError::Upstream(e.into_error())),
-                },
-            }
-        }
+    ) -> Result<Lease, SendError> {
         let (stream, addr) = dial(addrs, self.connect_timeout).await?;
-        // Boxed: a new connection is rare on the request path, and the handshake's
-        // future (TLS included) would otherwise be part of every request's.
-        let mut lease = Box::pin(self.handshake(stream, addr, tls)).await?;
-        let resp = lease.sender.send_request(req).await?;
-        Ok((resp, lease))
+        self.handshake(stream, addr, tls).await
     }
 
     /// Start HTTP/1.1 (over TLS verified for `tls`, when given) on a connection made to
