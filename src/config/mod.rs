@@ -12,7 +12,9 @@ mod run;
 mod serve;
 
 pub use check::CheckConfig;
-pub use run::{InitConfig, Ports, RulesConfig, RunConfig, DNS_PORT, PROXY_PORT, TRANSPARENT_PORT};
+pub use run::{
+    InitConfig, Ports, RulesConfig, RunConfig, DNS_PORT, PROXY_PORT, SOCKS_PORT, TRANSPARENT_PORT,
+};
 pub use serve::{AdminConfig, CaSource, ServeConfig, SessionStoreConfig};
 
 /// Why the flags do not make a configuration.

@@ -15,6 +15,10 @@ pub use crate::cli::{DNS_PORT, TRANSPARENT_PORT};
 /// The explicit proxy's port in the jail (127.0.0.1), named by CMD's proxy variables.
 pub const PROXY_PORT: u16 = 3128;
 
+/// The SOCKS5 listener's port in the jail (127.0.0.1), named by CMD's `ALL_PROXY`
+/// (docs/reference/socks5.md, "In `run`").
+pub const SOCKS_PORT: u16 = 1080;
+
 /// Where the jail's redirected traffic goes: the transparent listener's port (every
 /// redirected TCP connection) and the DNS listener's (every query to port 53), both on
 /// 127.0.0.1. `rules --transparent-port` and `--dns-port` set them for a sidecar.
@@ -36,8 +40,9 @@ impl Default for Ports {
 /// Everything `run` runs with, validated as far as it can be without the jail.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    /// The proxy serving CMD: the explicit proxy on `127.0.0.1:3128`, no admin API. Its
-    /// `ca` is `None` here: `run` reads or makes its CA once the policies are loaded.
+    /// The proxy serving CMD: the explicit proxy on `127.0.0.1:3128` and SOCKS5 on
+    /// `127.0.0.1:1080`, no admin API. Its `ca` is `None` here: `run` reads or makes its
+    /// CA once the policies are loaded.
     pub serve: ServeConfig,
     /// `--ca`: the interception CA's directory, if given.
     pub ca: Option<PathBuf>,
@@ -65,6 +70,9 @@ impl RunConfig {
         let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
         let mut serve = ServeConfig::shared(listen, policy, audit, dns, &cli::Limits::default())?;
         serve.upstream_ca = tls.upstream_ca;
+        // What CMD's `ALL_PROXY` names: bound by `serve` with `--env-only`, in the jail's
+        // namespace otherwise (as the explicit proxy's is).
+        serve.socks_listen = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, SOCKS_PORT)));
         Ok(RunConfig {
             serve,
             ca: tls.ca,
@@ -137,7 +145,7 @@ mod tests {
     }
 
     #[test]
-    fn run_serves_with_serves_defaults_but_its_own_listener() {
+    fn run_serves_with_serves_defaults_but_its_own_listeners() {
         let Command::Serve(serve) = parse(&["egress-proxy", "serve"]) else {
             unreachable!()
         };
@@ -148,6 +156,7 @@ mod tests {
         let run = RunConfig::from_args(*run).unwrap();
         let mut expected = serve;
         expected.listen = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
+        expected.socks_listen = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, SOCKS_PORT)));
         assert_eq!(format!("{:?}", run.serve), format!("{expected:?}"));
     }
 

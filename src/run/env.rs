@@ -2,27 +2,28 @@
 
 use std::ffi::{OsStr, OsString};
 
-/// The explicit proxy's address as CMD's proxy variables name it.
+/// The explicit proxy's address as CMD's HTTP proxy variables name it.
 pub const PROXY_URL: &str = "http://127.0.0.1:3128";
 
-/// The variables set to [`PROXY_URL`].
-const PROXY_VARS: [&str; 6] = [
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
+/// The SOCKS5 listener's address as `ALL_PROXY` names it: `socks5h`, so that the client
+/// sends the name and the proxy judges it (docs/reference/socks5.md, "In `run`").
+pub const SOCKS_URL: &str = "socks5h://127.0.0.1:1080";
 
-/// CMD's environment: `run`'s own, with the proxy variables pointing at the explicit
-/// proxy, `NO_PROXY`/`no_proxy` removed (nothing bypasses it), and `NODE_USE_ENV_PROXY=1`
-/// (Node.js reads the proxy variables only with it).
+/// The variables set to [`PROXY_URL`].
+const HTTP_VARS: [&str; 4] = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
+
+/// The variables set to [`SOCKS_URL`]: what tools that know no HTTP proxy read.
+const ALL_VARS: [&str; 2] = ["ALL_PROXY", "all_proxy"];
+
+/// CMD's environment: `run`'s own, with the HTTP proxy variables pointing at the explicit
+/// proxy and `ALL_PROXY`/`all_proxy` at SOCKS5, `NO_PROXY`/`no_proxy` removed (nothing
+/// bypasses either), and `NODE_USE_ENV_PROXY=1` (Node.js reads the proxy variables only
+/// with it).
 pub fn command_env(
     inherited: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Vec<(OsString, OsString)> {
     let replaced = |name: &OsStr| {
-        PROXY_VARS.iter().any(|v| name == *v)
+        HTTP_VARS.iter().chain(&ALL_VARS).any(|v| name == *v)
             || name == "NO_PROXY"
             || name == "no_proxy"
             || name == "NODE_USE_ENV_PROXY"
@@ -31,8 +32,11 @@ pub fn command_env(
         .into_iter()
         .filter(|(name, _)| !replaced(name))
         .collect();
-    for name in PROXY_VARS {
+    for name in HTTP_VARS {
         env.push((name.into(), PROXY_URL.into()));
+    }
+    for name in ALL_VARS {
+        env.push((name.into(), SOCKS_URL.into()));
     }
     env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
     env
@@ -121,12 +125,13 @@ mod tests {
     }
 
     #[test]
-    fn the_proxy_variables_name_the_explicit_proxy_and_nothing_bypasses_it() {
+    fn the_proxy_variables_name_the_explicit_proxy_and_socks5_and_nothing_bypasses_them() {
         let out = command_env(env(&[
             ("PATH", "/bin"),
             ("NO_PROXY", "*"),
             ("no_proxy", "example.com"),
             ("https_proxy", "http://elsewhere:1"),
+            ("ALL_PROXY", "socks5://elsewhere:1"),
             ("NODE_USE_ENV_PROXY", "0"),
         ]));
         let get = |name: &str| {
@@ -134,9 +139,16 @@ mod tests {
             assert!(all.len() <= 1, "{name} set twice: {out:?}");
             all.first().map(|(_, v)| v.to_str().unwrap().to_string())
         };
-        for name in PROXY_VARS {
+        for name in HTTP_VARS {
             assert_eq!(get(name).as_deref(), Some(PROXY_URL), "{name}");
         }
+        for name in ALL_VARS {
+            assert_eq!(get(name).as_deref(), Some(SOCKS_URL), "{name}");
+        }
+        // The URLs name the ports the jail binds.
+        use crate::config::{PROXY_PORT, SOCKS_PORT};
+        assert_eq!(PROXY_URL, format!("http://127.0.0.1:{PROXY_PORT}"));
+        assert_eq!(SOCKS_URL, format!("socks5h://127.0.0.1:{SOCKS_PORT}"));
         assert_eq!(get("NO_PROXY"), None);
         assert_eq!(get("no_proxy"), None);
         assert_eq!(get("NODE_USE_ENV_PROXY").as_deref(), Some("1"));

@@ -20,8 +20,8 @@ use std::sync::mpsc;
 use nix::sched::{unshare, CloneFlags};
 use tokio::sync::oneshot;
 
-pub use super::rules::PROXY_PORT;
 use super::rules::{self, Ports};
+pub use super::rules::{PROXY_PORT, SOCKS_PORT};
 
 /// `ip` arguments that give `lo` the jail's second loopback address, 127.0.0.2 (see
 /// [`make`]): loopback still, so it stays inside the namespace.
@@ -60,6 +60,8 @@ pub enum JailError {
 pub struct JailSockets {
     /// The explicit proxy, [`PROXY_PORT`].
     pub proxy: TcpListener,
+    /// The SOCKS5 listener, [`SOCKS_PORT`].
+    pub socks: TcpListener,
     /// Every redirected TCP connection, [`rules::TRANSPARENT_PORT`].
     pub transparent: TcpListener,
     /// Every DNS query over UDP, [`rules::DNS_PORT`].
@@ -148,6 +150,7 @@ fn make(ports: Ports) -> Result<JailSockets, JailError> {
     let dns = at(ports.dns);
     Ok(JailSockets {
         proxy: tcp(PROXY_PORT)?,
+        socks: tcp(SOCKS_PORT)?,
         transparent: tcp(ports.transparent)?,
         dns_udp: UdpSocket::bind(dns).map_err(|source| JailError::Bind { addr: dns, source })?,
         dns_tcp: tcp(ports.dns)?,

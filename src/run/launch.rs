@@ -206,17 +206,19 @@ fn missing_capabilities(ids: Ids) -> Vec<&'static str> {
         .collect()
 }
 
-/// Tokio's listeners for the sockets bound in the jail: the explicit proxy, the
-/// transparent listener and the DNS listener (UDP and TCP), where the ruleset sends the
-/// jail's traffic.
+/// Tokio's listeners for the sockets bound in the jail: the explicit proxy and SOCKS5
+/// (what CMD's proxy variables name), the transparent listener and the DNS listener (UDP
+/// and TCP), where the ruleset sends the jail's traffic.
 fn hand_over(sockets: JailSockets) -> io::Result<Listeners> {
     let JailSockets {
         proxy,
+        socks,
         transparent,
         dns_udp,
         dns_tcp,
     } = sockets;
     proxy.set_nonblocking(true)?;
+    socks.set_nonblocking(true)?;
     transparent.set_nonblocking(true)?;
     dns_udp.set_nonblocking(true)?;
     dns_tcp.set_nonblocking(true)?;
@@ -224,7 +226,7 @@ fn hand_over(sockets: JailSockets) -> io::Result<Listeners> {
         proxy: tokio::net::TcpListener::from_std(proxy)?,
         admin: None,
         transparent: Some(tokio::net::TcpListener::from_std(transparent)?),
-        socks: None,
+        socks: Some(tokio::net::TcpListener::from_std(socks)?),
         dns: Some((
             tokio::net::UdpSocket::from_std(dns_udp)?,
             tokio::net::TcpListener::from_std(dns_tcp)?,

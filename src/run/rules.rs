@@ -16,7 +16,7 @@
 
 use std::fmt::Write;
 
-pub use crate::config::{Ports, DNS_PORT, PROXY_PORT, TRANSPARENT_PORT};
+pub use crate::config::{Ports, DNS_PORT, PROXY_PORT, SOCKS_PORT, TRANSPARENT_PORT};
 
 /// The table both rulesets create (and the sidecar's replaces).
 pub const TABLE: &str = "egress_proxy";

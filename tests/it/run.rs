@@ -13,6 +13,7 @@ mod lifecycle;
 mod names;
 mod reach;
 mod rules;
+mod socks;
 mod split;
 mod terminal;
 mod tls_origin;

@@ -13,19 +13,17 @@ async fn run_gives_cmd_the_proxy_environment_and_no_bypass() {
         .env("NO_PROXY", "*")
         .env("no_proxy", "allowed.test")
         .env("HTTPS_PROXY", "http://elsewhere.test:1")
+        .env("all_proxy", "socks5://elsewhere.test:1")
         .run(&["env"])
         .await;
     assert_eq!(out.code(), Some(0), "{out}");
     let vars: Vec<&str> = out.stdout.lines().collect();
-    for name in [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-    ] {
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
         let line = format!("{name}=http://127.0.0.1:3128");
+        assert!(vars.contains(&line.as_str()), "{line} missing: {out}");
+    }
+    for name in ["ALL_PROXY", "all_proxy"] {
+        let line = format!("{name}=socks5h://127.0.0.1:1080");
         assert!(vars.contains(&line.as_str()), "{line} missing: {out}");
     }
     assert!(vars.contains(&"NODE_USE_ENV_PROXY=1"), "{out}");

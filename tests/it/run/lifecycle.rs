@@ -156,12 +156,17 @@ async fn run_env_only_warns_that_it_is_not_a_boundary_and_still_serves_the_polic
     // In a network namespace of the test's own, so 127.0.0.1:3128 is free.
     let jailed = Jailed::standard(80).arg("--env-only");
     let script = r#"
-import os, urllib.request, urllib.error
-print("proxy", os.environ.get("HTTP_PROXY"))
+import os, socket, urllib.request, urllib.error
+print("proxy", os.environ.get("HTTP_PROXY"), os.environ.get("ALL_PROXY"))
 try:
     urllib.request.urlopen("http://denied.test/", timeout=10)
 except urllib.error.HTTPError as e:
     print("denied", e.code)
+s = socket.create_connection(("127.0.0.1", 1080), timeout=10)
+s.sendall(b"\x05\x01\x00")
+print("socks method", s.recv(2).hex())
+s.sendall(b"\x05\x01\x00\x03\x0bdenied.test\x00\x50")
+print("socks reply", s.recv(2).hex())
 "#;
     let inner = jailed.command(&[super::python(), "-c", script]);
     let mut line = inner.get_program().to_string_lossy().into_owned();
@@ -188,9 +193,17 @@ except urllib.error.HTTPError as e:
         stderr.contains("--env-only") && stderr.contains("NOT a boundary"),
         "{stderr}"
     );
-    assert!(stdout.contains("proxy http://127.0.0.1:3128"), "{stdout}");
+    assert!(
+        stdout.contains("proxy http://127.0.0.1:3128 socks5h://127.0.0.1:1080"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("denied 403"),
         "the proxy judges with the policy: {stdout}\n{stderr}"
+    );
+    // What ALL_PROXY names is served too, with the same policy: 0x02, not allowed.
+    assert!(
+        stdout.contains("socks method 0500") && stdout.contains("socks reply 0502"),
+        "{stdout}\n{stderr}"
     );
 }

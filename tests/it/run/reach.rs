@@ -1,7 +1,7 @@
 //! What CMD cannot reach besides the host's loopback: the host's other addresses (its
 //! IPv4 address and its IPv6 link-local ones, where the host has them) and the admin
 //! API of a proxy on the host; and the jail's own listening sockets are only the
-//! proxy's three. Each target is shown reachable from outside the jail first.
+//! proxy's four. Each target is shown reachable from outside the jail first.
 
 use std::net::{IpAddr, SocketAddr, SocketAddrV6, TcpListener, TcpStream};
 
@@ -90,7 +90,7 @@ print("listening", sorted(listening))
     assert_eq!(out.code(), Some(0), "{out}");
     assert!(out.stdout.contains("admin refused"), "{out}");
     assert!(
-        out.stdout.contains("listening [3053, 3128, 3129]"),
+        out.stdout.contains("listening [1080, 3053, 3128, 3129]"),
         "only the proxy's sockets, no admin API: {out}"
     );
     if let Some(addr) = v4_addr {
