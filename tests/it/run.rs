@@ -15,6 +15,7 @@ mod reach;
 mod rules;
 mod socks;
 mod split;
+mod ssh;
 mod terminal;
 mod tls_origin;
 mod tools;

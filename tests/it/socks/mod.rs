@@ -8,6 +8,7 @@
 //! - [`refusals`]: names with bad bytes, SOCKS4, garbage, a stalled handshake.
 //! - [`same_judgement`]: report mode, the upload budget, tunnel limits, IPv6 opened.
 //! - [`curl`]: a real client, `curl --socks5-hostname`.
+//! - [`ssh`]: OpenSSH and git over `ssh://` through `nc -X 5`, to a local sshd.
 
 mod auth;
 mod curl;
@@ -15,6 +16,7 @@ mod reach;
 mod refusals;
 mod replies;
 mod same_judgement;
+mod ssh;
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
