@@ -22,7 +22,8 @@ pub const JAIL_BUNDLE: &str = "/run/egress-proxy/ca-bundle.pem";
 /// How the CA's certificate reaches the jail's first process, which writes the bundle.
 pub const CA_ENV: &str = "EGRESS_PROXY_JAIL_CA";
 
-/// The variables naming the bundle (SPEC: every TLS stack CMD may use).
+/// The variables naming the bundle, one for each TLS stack CMD may use
+/// (docs/reference/confinement.md, "Inspected hosts").
 pub const BUNDLE_VARS: [&str; 6] = [
     "SSL_CERT_FILE",
     "REQUESTS_CA_BUNDLE",

@@ -3,7 +3,8 @@
 //! records them, so "no query for a denied name" is observed, not assumed.
 //!
 //! - [`reach`]: every address type, the tunnel's bytes, `[tunnels]`, the records.
-//! - [`replies`]: every reply code SPEC 18 maps, each with its audit record.
+//! - [`replies`]: every reply code of docs/reference/socks5.md ("Replies"), each with
+//!   its audit record.
 //! - [`auth`]: username/password as the session id and token.
 //! - [`refusals`]: names with bad bytes, SOCKS4, garbage, a stalled handshake.
 //! - [`same_judgement`]: report mode, the upload budget, tunnel limits, IPv6 opened.

@@ -1,4 +1,4 @@
-//! Every reply code SPEC 18 maps (docs/reference/socks5.md, "Replies"), each with what
+//! Every reply code of docs/reference/socks5.md ("Replies"), each with what
 //! the audit log says of it. `0x00` and `0x02` are in [`super::reach`]; `0xFF` and the
 //! username/password status in [`super::auth`].
 
