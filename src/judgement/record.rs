@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use hyper::{Method, Request, Uri};
 
 use super::approved::Approved;
-use super::refusal::Refusal;
+use super::refusal::{Refusal, Stop};
 use super::state::State;
 use crate::audit::{clip_url, new_request_id, Record, Via};
 use crate::metrics::Outcome;
@@ -117,6 +117,24 @@ pub fn inspected_url_of(uri: &Uri, target: &Target) -> String {
     };
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     format!("https://{authority}{path}")
+}
+
+/// Record a stop of the judgement the same way at every door: a denial counted and
+/// audited ([`audit_refusal`]), a failure (an allowed destination that could not be
+/// reached) counted and logged. `url` is asked for only when a record is written.
+pub async fn record_stop(
+    state: &State,
+    client: &Client,
+    stop: &Stop,
+    url: impl FnOnce() -> Option<String>,
+) {
+    match stop {
+        Stop::Denied(refusal) => audit_refusal(state, client, refusal, url()).await,
+        Stop::Failed(failure) => {
+            count(state, client, Outcome::Failed);
+            tracing::info!(request_id = %client.request_id, "{}", failure.message);
+        }
+    }
 }
 
 /// Count and write the audit record of a refusal (waiting while the audit queue is

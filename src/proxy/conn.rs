@@ -20,12 +20,11 @@ use super::{answer, forward, pool, preflight, tunnel, Body};
 use crate::audit::Via;
 use crate::judgement::judge;
 use crate::judgement::record::{
-    audit_refusal, audit_refusal_detached, count, count_approved, plain_url, Asked, Client,
+    audit_refusal, audit_refusal_detached, count_approved, plain_url, record_stop, Asked, Client,
 };
 use crate::judgement::refusal::{Limit, Refusal, Stop};
 use crate::judgement::request::split_host_port;
 use crate::judgement::{Phase, State};
-use crate::metrics::Outcome;
 
 /// Serve one client connection: the explicit proxy's, or (`redirected`: the authority
 /// it was going to) an HTTP/1 connection the transparent listener took, whose requests
@@ -203,13 +202,7 @@ fn handle(
 async fn stopped(req: &Request<Incoming>, unanswered: Unanswered, stop: Stop) -> Response<Body> {
     let state = &unanswered.state;
     let client = unanswered.client();
-    match &stop {
-        Stop::Denied(refusal) => audit_refusal(state, client, refusal, plain_url(req)).await,
-        Stop::Failed(failure) => {
-            count(state, client, Outcome::Failed);
-            tracing::info!(request_id = %client.request_id, "{}", failure.message)
-        }
-    }
+    record_stop(state, client, &stop, || plain_url(req)).await;
     answer::stop(&stop, &unanswered.answered().1.request_id)
 }
 

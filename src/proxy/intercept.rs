@@ -27,10 +27,8 @@ use super::{answer, forward, Body};
 use crate::audit::Via;
 use crate::judgement::approved::Approved;
 use crate::judgement::judge;
-use crate::judgement::record::{audit_refusal, count, inspected_url, Asked, Client};
-use crate::judgement::refusal::Stop;
+use crate::judgement::record::{inspected_url, record_stop, Asked, Client};
 use crate::judgement::State;
-use crate::metrics::Outcome;
 use crate::net::dial::CheckedAddr;
 
 /// The tunnel being intercepted: what every request inside is judged against.
@@ -111,16 +109,8 @@ async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
         // Counted by `forward` once its head is paid for.
         Ok(approved) => forward::forward(req, approved, state.clone(), client, inside.pool).await,
         Err(stop) => {
-            match &stop {
-                Stop::Denied(refusal) => {
-                    let url = inspected_url(&req, &inside.tunnel.target);
-                    Box::pin(audit_refusal(state, &client, refusal, Some(url))).await
-                }
-                Stop::Failed(failure) => {
-                    count(state, &client, Outcome::Failed);
-                    tracing::info!(request_id = %client.request_id, "{}", failure.message)
-                }
-            }
+            let url = || Some(inspected_url(&req, &inside.tunnel.target));
+            Box::pin(record_stop(state, &client, &stop, url)).await;
             answer::stop(&stop, &client.request_id)
         }
     }

@@ -32,10 +32,9 @@ use tokio::time::Instant;
 
 use crate::audit::Via;
 use crate::judgement::judge;
-use crate::judgement::record::{audit_refusal, count, count_approved, Asked, Client};
+use crate::judgement::record::{audit_refusal, count_approved, record_stop, Asked, Client};
 use crate::judgement::refusal::{Refusal, Stop};
 use crate::judgement::State;
-use crate::metrics::Outcome;
 use crate::policy::Reason;
 use crate::proxy::pool::Upstream;
 use crate::proxy::tunnel::{dial_tunnel, NotOpened};
@@ -302,20 +301,14 @@ async fn connect(
     };
     let approved = match judged {
         Ok(approved) => approved,
-        Err(Stop::Denied(refusal)) => {
-            audit_refusal(&state, &client, &refusal, None).await;
-            let _ = stream
-                .write_all(&wire::reply(Reply::NotAllowed, None))
-                .await;
-            return;
-        }
-        Err(Stop::Failed(failure)) => {
-            // The judgement fails only where an allowed name does not resolve.
-            count(&state, &client, Outcome::Failed);
-            tracing::info!(request_id = %client.request_id, "{}", failure.message);
-            let _ = stream
-                .write_all(&wire::reply(Reply::HostUnreachable, None))
-                .await;
+        Err(stop) => {
+            record_stop(&state, &client, &stop, || None).await;
+            // The judgement fails only where an allowed name could not be resolved.
+            let code = match stop {
+                Stop::Denied(_) => Reply::NotAllowed,
+                Stop::Failed(_) => Reply::HostUnreachable,
+            };
+            let _ = stream.write_all(&wire::reply(code, None)).await;
             return;
         }
     };

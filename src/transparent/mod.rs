@@ -40,10 +40,9 @@ use opening::{classify, Opening};
 use crate::audit::Via;
 use crate::judgement::client_hello::{MAX_HELLO_BYTES, TLS_HANDSHAKE};
 use crate::judgement::judge;
-use crate::judgement::record::{audit_refusal, count, count_approved, Asked, Client};
-use crate::judgement::refusal::{Refusal, Stop};
+use crate::judgement::record::{audit_refusal, count_approved, record_stop, Asked, Client};
+use crate::judgement::refusal::Refusal;
 use crate::judgement::State;
-use crate::metrics::Outcome;
 use crate::net::synthetic::SyntheticNames;
 use crate::policy::{judge_first_bytes, FirstBytes};
 use crate::policy::{Host, HostName, Reason, Target, Verdict};
@@ -290,12 +289,7 @@ async fn tunnel_redirected(
     };
     let approved = match judge::judge(&req, &state, &client).await {
         Ok(approved) => approved,
-        Err(Stop::Denied(refusal)) => return audit_refusal(&state, &client, &refusal, None).await,
-        Err(Stop::Failed(failure)) => {
-            count(&state, &client, Outcome::Failed);
-            tracing::info!(request_id = %client.request_id, "{}", failure.message);
-            return;
-        }
+        Err(stop) => return record_stop(&state, &client, &stop, || None).await,
     };
     let tunnels = approved.policies.org.tunnels();
     if let Some(decision) = judge_first_bytes(&first, &approved.target, tunnels) {
