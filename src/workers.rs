@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::audit::Via;
 use crate::judgement::{Phase, State};
 use crate::proxy::conn::{refuse_over_limit, serve_connection};
 use crate::proxy::pool::{sweep_every, Upstream};
@@ -36,6 +37,17 @@ pub enum Kind {
     Transparent,
     /// SOCKS5 clients (`--socks-listen`).
     Socks5,
+}
+
+impl Kind {
+    /// The audit record's `via` for a connection accepted here.
+    fn via(self) -> Via {
+        match self {
+            Kind::Proxy => Via::Proxy,
+            Kind::Transparent => Via::Transparent,
+            Kind::Socks5 => Via::Socks5,
+        }
+    }
 }
 
 /// How long connections still open when the grace period ends get to close on their
@@ -218,7 +230,7 @@ impl Worker {
                                 }
                                 drop(permit);
                             }
-                            _ => refuse_over_limit(stream, peer, state).await,
+                            _ => refuse_over_limit(stream, peer, state, kind.via()).await,
                         }
                     });
                 }

@@ -114,9 +114,22 @@ pub(crate) async fn serve_connection(
 }
 
 /// Over the connection limit: answer 503 `limit_exceeded` and close.
-pub(crate) async fn refuse_over_limit(stream: TcpStream, peer: SocketAddr, state: Arc<State>) {
+///
+/// Recorded with the listener it came through (`via`). A SOCKS5 client is closed after
+/// the record, unanswered: no SOCKS5 reply fits before its greeting is read, and an HTTP
+/// answer would be bytes it cannot read (docs/reference/socks5.md, "Replies").
+pub(crate) async fn refuse_over_limit(
+    stream: TcpStream,
+    peer: SocketAddr,
+    state: Arc<State>,
+    via: Via,
+) {
     let refusal = Refusal::limit(Limit::Connections, None);
-    refuse_before_request(stream, peer, &state, refusal).await;
+    let client = Client::new(peer, Asked::BeforeRequest).via(via);
+    audit_refusal(&state, &client, &refusal, None).await;
+    if via != Via::Socks5 {
+        answer::write_raw(stream, &refusal, &client.request_id).await;
+    }
 }
 
 /// Audit and answer a refusal on a connection no HTTP server reads, then close it.

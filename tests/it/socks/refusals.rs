@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use tokio::io::AsyncReadExt;
+
 use super::{assert_socks_record, Setup, Socks, To, CONNECT};
 use crate::support::IO_TIMEOUT;
 
@@ -122,5 +124,31 @@ async fn a_stalled_handshake_is_closed_within_the_header_timeout_and_audited() {
     for record in &records {
         assert_socks_record(record, "egress.denied", Some("invalid_request"));
     }
+    assert!(s.dns.queried_names().is_empty());
+}
+
+#[tokio::test]
+async fn a_client_over_the_connection_limit_is_closed_unanswered_and_audited_via_socks5() {
+    let s = Setup::start(&[
+        "--max-connections",
+        "1",
+        "--connection-wait",
+        "0.2",
+        "--header-timeout",
+        "5",
+    ])
+    .await;
+    // The one slot is held by a client that has not greeted yet.
+    let _holder = Socks::open(s.socks).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Nothing sent, so nothing unread makes the close a reset: whatever the proxy wrote
+    // (an HTTP 503 before) would be read here.
+    let mut over = Socks::open(s.socks).await;
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(IO_TIMEOUT, over.stream.read_to_end(&mut got)).await;
+    assert!(matches!(read, Ok(Ok(_))), "closed in time: {read:?}");
+    assert!(got.is_empty(), "no HTTP 503 nor a method reply: {got:?}");
+    let record = s.proxy.single_audit().await;
+    assert_socks_record(&record, "egress.denied", Some("limit_exceeded"));
     assert!(s.dns.queried_names().is_empty());
 }
