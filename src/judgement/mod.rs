@@ -31,8 +31,8 @@
 //! `tunnel_redirected`), and the SOCKS5 listener (`crate::socks`) plugs in the same
 //! way: for a client's `CONNECT NAME:PORT`, build the `CONNECT` request of that
 //! authority, make its [`record::Client`] with `via` set to the listener's
-//! [`crate::audit::Via`], judge it; on [`refusal::Stop::Denied`] write
-//! [`record::audit_refusal`] and answer with SOCKS5's own reply (this module never
+//! [`crate::audit::Via`], judge it; on a [`refusal::Stop`] record it with
+//! [`record::record_stop`] and answer with SOCKS5's own reply (this module never
 //! writes to a socket); on approval [`record::count_approved`], then judge the first
 //! bytes with [`client_hello::admit`] and relay to the approved, checked addresses.
 
