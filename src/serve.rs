@@ -290,6 +290,7 @@ pub async fn serve_with(
         synthetic: Arc::new(SyntheticNames::new()),
         interception,
         budgets: Default::default(),
+        parent: args.parent.clone(),
     });
     let reloader = Arc::new(Reloader::new(
         args.org.clone(),

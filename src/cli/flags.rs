@@ -63,6 +63,28 @@ pub struct DnsFlags {
     pub dns_server: Option<SocketAddr>,
 }
 
+/// A parent proxy every allowed connection goes through: `serve` and `run`.
+#[derive(Debug, Args)]
+pub struct ParentFlags {
+    /// Send every allowed connection through this parent HTTP proxy,
+    /// http://[USER:PASS@]HOST:PORT (user and password percent-encoded): tunnels and
+    /// inspected requests as `CONNECT HOST:PORT`, plain HTTP in absolute form. Decided
+    /// and address-checked first, as always; the credentials are never logged.
+    #[arg(long, value_name = "URL")]
+    pub upstream_proxy: Option<String>,
+
+    /// Ask the parent for the checked address (`CONNECT 203.0.113.5:443`) instead of
+    /// the name, for a parent that could resolve the name differently.
+    #[arg(long, requires = "upstream_proxy")]
+    pub upstream_proxy_by_address: bool,
+
+    /// Dial these destinations directly, not through the parent (repeatable): a
+    /// destination pattern (`*.corp.example`, `db.corp.example:5432`; any port when it
+    /// names none) or an address block (`10.0.0.0/8`).
+    #[arg(long, value_name = "PATTERN", requires = "upstream_proxy")]
+    pub upstream_no_proxy: Vec<String>,
+}
+
 /// Interception's certificates: `serve` and `run`.
 #[derive(Debug, Args)]
 pub struct TlsFlags {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::flags::{AuditFlags, DnsFlags, PolicyFlags, TlsFlags};
+use super::flags::{AuditFlags, DnsFlags, ParentFlags, PolicyFlags, TlsFlags};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -30,6 +30,9 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub tls: TlsFlags,
+
+    #[command(flatten)]
+    pub parent: ParentFlags,
 
     /// Let CMD write under PATH too (repeatable); it may always write in the starting
     /// directory, /tmp, /var/tmp and /dev/shm, and sees the rest read-only. `/` gives

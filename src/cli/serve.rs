@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::flags::{AuditFlags, DnsFlags, PolicyFlags, TlsFlags};
+use super::flags::{AuditFlags, DnsFlags, ParentFlags, PolicyFlags, TlsFlags};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -45,6 +45,9 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub tls: TlsFlags,
+
+    #[command(flatten)]
+    pub parent: ParentFlags,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

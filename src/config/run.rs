@@ -64,12 +64,14 @@ impl RunConfig {
             user,
             env_only,
             tls,
+            parent,
             writable,
             command,
         } = args;
         let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
         let mut serve = ServeConfig::shared(listen, policy, audit, dns, &cli::Limits::default())?;
         serve.upstream_ca = tls.upstream_ca;
+        serve.parent = super::serve::parent_config(parent)?;
         // What CMD's `ALL_PROXY` names: bound by `serve` with `--env-only`, in the jail's
         // namespace otherwise (as the explicit proxy's is).
         serve.socks_listen = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, SOCKS_PORT)));

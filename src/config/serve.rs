@@ -4,14 +4,16 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{at_least, flag, seconds, ConfigError};
 use crate::audit::OnFailure;
-use crate::cli::flags::{AuditFlags, DnsFlags, PolicyFlags};
+use crate::cli::flags::{AuditFlags, DnsFlags, ParentFlags, PolicyFlags};
 use crate::cli::{self, AuditFailure, ServeArgs};
 use crate::judgement::Limits;
 use crate::load;
+use crate::net::parent::{NoProxy, Parent};
 
 /// The admin API's listener and where its token comes from.
 #[derive(Debug, Clone)]
@@ -83,6 +85,8 @@ pub struct ServeConfig {
     pub session_store_timeout: Duration,
     /// `--watch-policy`: reload when a policy file changes.
     pub watch_policy: bool,
+    /// `--upstream-proxy`: the parent proxy allowed connections go through.
+    pub parent: Option<Arc<Parent>>,
 }
 
 impl ServeConfig {
@@ -98,6 +102,7 @@ impl ServeConfig {
             admin,
             sessions,
             tls,
+            parent,
         } = args;
         let mut config = ServeConfig::shared(listen.listen, policy, audit, dns, &limits)?;
         config.admin = admin_config(admin, sessions.require_session)?;
@@ -112,6 +117,7 @@ impl ServeConfig {
         };
         config.ca = tls.ca.map(CaSource::Dir);
         config.upstream_ca = tls.upstream_ca;
+        config.parent = parent_config(parent)?;
         Ok(config)
     }
 
@@ -153,6 +159,7 @@ impl ServeConfig {
             session_store: SessionStoreConfig::Memory,
             session_store_timeout: Duration::ZERO,
             watch_policy: false,
+            parent: None,
         };
         // `serve`'s session defaults, which `run` keeps and `serve`'s flags replace.
         config.sessions(&cli::Sessions::default())?;
@@ -176,6 +183,22 @@ impl ServeConfig {
 }
 
 /// The timeouts and limits every connection is held to.
+/// `--upstream-proxy` and its companions, parsed, its host resolved.
+pub(super) fn parent_config(flags: ParentFlags) -> Result<Option<Arc<Parent>>, ConfigError> {
+    let Some(url) = flags.upstream_proxy else {
+        return Ok(None);
+    };
+    let mut no_proxy = Vec::new();
+    for pattern in &flags.upstream_no_proxy {
+        let parsed = NoProxy::parse(pattern)
+            .map_err(|e| flag("--upstream-no-proxy", format!("`{pattern}`: {e}")))?;
+        no_proxy.push(parsed);
+    }
+    let parent = Parent::new(&url, flags.upstream_proxy_by_address, no_proxy)
+        .map_err(|e| flag("--upstream-proxy", e.to_string()))?;
+    Ok(Some(Arc::new(parent)))
+}
+
 fn proxy_limits(args: &cli::Limits) -> Result<Limits, ConfigError> {
     Ok(Limits {
         connect_timeout: seconds("--connect-timeout", args.connect_timeout)?,

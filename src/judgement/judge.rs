@@ -246,6 +246,7 @@ async fn checked_addrs(
                         Stop::Failed(Failure {
                             status: StatusCode::BAD_GATEWAY,
                             message: format!("cannot resolve {name}: {e}"),
+                            detail: None,
                         })
                     })?;
                     &resolved

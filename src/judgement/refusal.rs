@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use hyper::StatusCode;
 
+use crate::net::dial::DialError;
 use crate::policy::{Decision, Level, Reason, Target, Widening};
 use crate::session::{AuthError, Session};
 
@@ -127,6 +128,8 @@ impl Refusal {
 pub struct Failure {
     pub status: StatusCode,
     pub message: String,
+    /// What a parent proxy said, when it is the one that failed (the body's `detail`).
+    pub detail: Option<String>,
 }
 
 impl Failure {
@@ -138,11 +141,30 @@ impl Failure {
             true => Failure {
                 status: StatusCode::GATEWAY_TIMEOUT,
                 message: format!("connecting to {authority} timed out"),
+                detail: None,
             },
             false => Failure {
                 status: StatusCode::BAD_GATEWAY,
                 message: format!("cannot connect to {authority}"),
+                detail: None,
             },
+        }
+    }
+
+    /// An allowed destination that `e` says was not reached: 504 for a timeout, else
+    /// 502; a parent proxy's failure (docs/reference/parent-proxy.md) names it, with
+    /// what the parent said as the detail.
+    pub fn dial(target: &Target, e: &DialError) -> Failure {
+        match e {
+            DialError::Parent(said) => Failure {
+                status: StatusCode::BAD_GATEWAY,
+                message: format!(
+                    "cannot reach {} through the parent proxy",
+                    target.host.authority(target.port)
+                ),
+                detail: Some(said.clone()),
+            },
+            e => Failure::connect(target, matches!(e, DialError::Timeout)),
         }
     }
 }

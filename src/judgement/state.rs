@@ -12,6 +12,7 @@ use super::policies::Policies;
 use super::tunnel_counts::TunnelCounts;
 use crate::audit::AuditLog;
 use crate::metrics::Metrics;
+use crate::net::parent::Parent;
 use crate::net::resolve::Resolver;
 use crate::net::synthetic::SyntheticNames;
 use crate::session::Store;
@@ -61,6 +62,8 @@ pub struct State {
     pub interception: Option<Arc<crate::tls::Interception>>,
     /// What each session (and the proxy) has sent upstream, against its upload budget.
     pub budgets: Budgets,
+    /// `serve --upstream-proxy`: the parent proxy allowed connections go through.
+    pub parent: Option<Arc<Parent>>,
 }
 
 impl State {

@@ -41,6 +41,12 @@ impl CheckedAddr {
         CheckedAddr(addr)
     }
 
+    /// The parent proxy's address (`serve --upstream-proxy`): the one destination the
+    /// operator's configuration approves, without the guard (`super::parent`).
+    pub(super) fn parent(addr: SocketAddr) -> CheckedAddr {
+        CheckedAddr(addr)
+    }
+
     /// The approved address.
     pub fn addr(&self) -> SocketAddr {
         self.0
@@ -66,6 +72,10 @@ pub enum DialError {
     /// Any other failure, including an empty address list.
     #[error("connect failed: {0}")]
     Other(#[source] io::Error),
+    /// The parent proxy (`serve --upstream-proxy`) could not be reached, or did not open
+    /// the tunnel: what it answered, or why not.
+    #[error("{0}")]
+    Parent(String),
 }
 
 /// Tries each checked address in order until one connects, and returns the stream with

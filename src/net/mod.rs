@@ -8,10 +8,13 @@
 //!   build, so a connection that skipped the check does not compile.
 //! - [`local`]: the proxy's own addresses, a wildcard listener expanded to every local
 //!   address on its port.
+//! - [`parent`]: the parent proxy (`serve --upstream-proxy`) allowed connections go
+//!   through, asked only for what was decided and checked.
 //! - [`synthetic`]: the addresses from `198.18.0.0/15` that stand for allowed names
 //!   inside a jail.
 
 pub mod dial;
 pub mod local;
+pub mod parent;
 pub mod resolve;
 pub mod synthetic;

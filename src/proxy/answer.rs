@@ -71,11 +71,14 @@ pub fn refuse(refusal: &Refusal, request_id: &str) -> Response<Body> {
 
 /// An allowed destination that could not be reached (502, or 504 on connect timeout).
 pub fn fail(failure: &Failure, request_id: &str) -> Response<Body> {
-    let body = json!({"error": {
+    let mut body = json!({"error": {
         "type": "upstream_error",
         "message": failure.message,
         "request_id": request_id,
     }});
+    if let Some(detail) = &failure.detail {
+        body["error"]["detail"] = json!(detail);
+    }
     json_response(failure.status, body)
 }
 

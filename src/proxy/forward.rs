@@ -16,7 +16,7 @@ use hyper::{Method, Request, Response, StatusCode, Uri};
 
 use super::budgeted::{admit_head, Budgeted, Sent};
 use super::head;
-use super::pool::{Lease, SendError, Upstream};
+use super::pool::{Lease, SendError, Upstream, Via};
 use super::{answer, Body, BoxError};
 use crate::judgement::approved::Approved;
 use crate::judgement::budget;
@@ -26,6 +26,7 @@ use crate::judgement::record::{
 use crate::judgement::refusal::{Failure, Refusal};
 use crate::judgement::State;
 use crate::net::dial::DialError;
+use crate::net::parent::Parent;
 
 pub use head::strip_hop_by_hop;
 
@@ -83,6 +84,11 @@ fn prepare(
     };
     let (mut parts, body) = req.into_parts();
     head::rewrite(&mut parts, &approved);
+    if approved.upstream_tls.is_none() {
+        if let Some((parent, authority)) = parent_route(&state, &approved) {
+            head::through_parent(&mut parts, &authority, parent.authorization());
+        }
+    }
     let head_up = head::wire_len(&parts, &body);
     if let Err(refusal) = admit_head(&approved.budget, head_up, &parts.headers, &approved.target) {
         let refusal = refusal.in_session(&approved.session);
@@ -140,9 +146,39 @@ fn exchange(
         };
         let approved = &record.approved;
         let tls = approved.upstream_tls.as_ref();
-        let sent = upstream
-            .send(&approved.addrs, upstream_req, tls, resend)
-            .await;
+        // Through a parent proxy (docs/reference/parent-proxy.md): plain HTTP is sent to
+        // the parent itself, in absolute form; over TLS, a new connection is a tunnel
+        // through it.
+        let route = parent_route(&record.state, approved);
+        let (addrs, via) = match (&route, tls) {
+            (Some((parent, _)), None) => (parent.addrs(), None),
+            (Some((parent, authority)), Some(_)) => {
+                (&approved.addrs[..], Some(Via { parent, authority }))
+            }
+            (None, _) => (&approved.addrs[..], None),
+        };
+        let sent = upstream.send(addrs, upstream_req, tls, via, resend).await;
+        let to_parent = route.is_some() && tls.is_none();
+        let sent = match sent {
+            Err(SendError::Dial(e)) if to_parent => {
+                Err(SendError::Dial(parent_unreachable(&route, e)))
+            }
+            Ok((resp, _))
+                if to_parent && resp.status() == StatusCode::PROXY_AUTHENTICATION_REQUIRED =>
+            {
+                // The parent refused its own credentials: no origin saw the request.
+                let said = format!(
+                    "the parent proxy {} answered 407 Proxy Authentication Required",
+                    route.as_ref().map_or("", |(p, _)| p.name())
+                );
+                record.armed = false;
+                return answer::fail(
+                    &Failure::dial(&approved.target, &DialError::Parent(said)),
+                    &record.client.request_id,
+                );
+            }
+            sent => sent,
+        };
         let (resp, lease) = match sent {
             Ok(sent) => sent,
             Err(SendError::Upstream(e)) if budget::is_spent(&e) => {
@@ -168,7 +204,11 @@ fn exchange(
             .observe_first_byte(record.approved.decided_at.elapsed());
         let (mut parts, body) = resp.into_parts();
         strip_hop_by_hop(&mut parts.headers);
-        record.dialed = Some(lease.addr().addr());
+        // Through a parent, the address the proxy checked, not the parent's.
+        record.dialed = match to_parent {
+            true => record.approved.addrs.first().map(|a| a.addr()),
+            false => Some(lease.addr().addr()),
+        };
         let body = Metered {
             inner: body,
             down: head::response_len(&parts.headers),
@@ -201,15 +241,37 @@ fn record_url(uri: &Uri, approved: &Approved) -> String {
     }
 }
 
+/// The parent proxy `approved` goes through and what it is asked for, if any.
+fn parent_route<'s>(state: &'s State, approved: &Approved) -> Option<(&'s Parent, String)> {
+    let parent = state.parent.as_deref()?;
+    let target = &approved.target;
+    Some((
+        parent,
+        parent.route(&target.host, target.port, &approved.addrs)?,
+    ))
+}
+
+/// A failed dial to the parent itself, told as the parent's failure.
+fn parent_unreachable(route: &Option<(&Parent, String)>, e: DialError) -> DialError {
+    match (route, e) {
+        (_, e @ (DialError::Timeout | DialError::Parent(_))) => e,
+        (Some((parent, _)), e) => DialError::Parent(format!(
+            "cannot connect to the parent proxy {}: {e}",
+            parent.name()
+        )),
+        (None, e) => e,
+    }
+}
+
 fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
     match e {
-        SendError::Dial(DialError::Timeout) => Failure::connect(&approved.target, true),
-        SendError::Dial(_) => Failure::connect(&approved.target, false),
+        SendError::Dial(e) => Failure::dial(&approved.target, e),
         SendError::Tls(e) => {
             let target = approved.target.host.authority(approved.target.port);
             Failure {
                 status: StatusCode::BAD_GATEWAY,
                 message: format!("TLS with upstream {target} failed: {e}"),
+                detail: None,
             }
         }
         SendError::Upstream(_) => {
@@ -217,6 +279,7 @@ fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
             Failure {
                 status: StatusCode::BAD_GATEWAY,
                 message: format!("upstream failed: {target}"),
+                detail: None,
             }
         }
     }

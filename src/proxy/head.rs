@@ -59,6 +59,32 @@ pub fn rewrite(parts: &mut Parts, approved: &Approved) {
     parts.uri = origin_form(&parts.uri, judged);
 }
 
+/// Make `parts`, already rewritten for upstream, a request to a parent proxy for
+/// `authority` (docs/reference/parent-proxy.md): the target in absolute form, and the
+/// parent's `Proxy-Authorization` (the client's own never gets this far: it is
+/// hop-by-hop). `Host` stays the approved name.
+pub fn through_parent(parts: &mut Parts, authority: &str, authorization: Option<&HeaderValue>) {
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    let absolute = Uri::builder()
+        .scheme("http")
+        .authority(authority)
+        .path_and_query(path_and_query)
+        .build();
+    match absolute {
+        Ok(uri) => parts.uri = uri,
+        // An approved host's authority always parses; were it not to, the parent would
+        // get an origin-form target and answer 400: nothing is sent elsewhere.
+        Err(e) => tracing::warn!(%authority, error = %e, "cannot build an absolute-form target"),
+    }
+    if let Some(value) = authorization {
+        parts.headers.insert(PROXY_AUTHORIZATION, value.clone());
+    }
+}
+
 /// The bytes hyper's HTTP/1.1 client writes for `parts` sent with `body`: the request
 /// line, each header field, the blank line, and the framing header it adds itself
 /// (hyper's `Client::set_length`): `content-length` for a body of known length that
@@ -68,7 +94,12 @@ pub fn rewrite(parts: &mut Parts, approved: &Approved) {
 pub fn wire_len<B: HttpBody>(parts: &Parts, body: &B) -> u64 {
     const VERSION: usize = "HTTP/1.1".len();
     let uri = &parts.uri;
-    let target = uri.path().len() + uri.query().map_or(0, |q| q.len() + 1);
+    // The absolute form (to a parent proxy) adds `scheme://authority`.
+    let absolute = match (uri.scheme_str(), uri.authority()) {
+        (Some(scheme), Some(authority)) => scheme.len() + 3 + authority.as_str().len(),
+        _ => 0,
+    };
+    let target = absolute + uri.path().len() + uri.query().map_or(0, |q| q.len() + 1);
     let line = parts.method.as_str().len() + 1 + target + 1 + VERSION + 2;
     let fields: usize = parts
         .headers

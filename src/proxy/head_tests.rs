@@ -171,6 +171,24 @@ async fn wire_len_is_what_hyper_writes() {
         ("GET", "/", Version::HTTP_11, &[("host", "a")], || {
             streamed(b"abc")
         }),
+        // The absolute form a parent proxy is sent (docs/reference/parent-proxy.md).
+        (
+            "GET",
+            "http://a.test:8080/p?q=1",
+            Version::HTTP_11,
+            &[
+                ("host", "a.test:8080"),
+                ("proxy-authorization", "Basic dTpw"),
+            ],
+            empty,
+        ),
+        (
+            "POST",
+            "http://[2001:db8::1]:80/",
+            Version::HTTP_11,
+            &[("host", "a")],
+            || full(b"abc"),
+        ),
     ];
     for (method, target, version, headers, body) in cases {
         let mut req = Request::builder()
@@ -191,4 +209,21 @@ async fn wire_len_is_what_hyper_writes() {
             String::from_utf8_lossy(&written)
         );
     }
+}
+
+#[test]
+fn through_a_parent_the_target_is_absolute_and_carries_its_credentials() {
+    let (mut parts, _) = Request::builder()
+        .uri("/p?q=1")
+        .header("host", "a.test")
+        .body(())
+        .unwrap()
+        .into_parts();
+    let mut auth = HeaderValue::from_static("Basic dTpw");
+    auth.set_sensitive(true);
+    through_parent(&mut parts, "a.test:80", Some(&auth));
+    assert_eq!(parts.uri.to_string(), "http://a.test:80/p?q=1");
+    assert_eq!(parts.headers[PROXY_AUTHORIZATION], "Basic dTpw");
+    assert!(parts.headers[PROXY_AUTHORIZATION].is_sensitive());
+    assert_eq!(parts.headers[HOST], "a.test");
 }

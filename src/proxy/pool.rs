@@ -25,6 +25,7 @@ use tokio_rustls::TlsConnector;
 
 use super::Body;
 use crate::net::dial::{dial, CheckedAddr, DialError};
+use crate::net::parent::Parent;
 
 /// A kept-open connection unused for this long is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -57,6 +58,13 @@ pub enum SendError {
 struct Key {
     addr: SocketAddr,
     tls: Option<Arc<str>>,
+}
+
+/// A parent proxy a new connection goes through, and the authority it is asked for.
+#[derive(Clone, Copy)]
+pub struct Via<'a> {
+    pub parent: &'a Parent,
+    pub authority: &'a str,
 }
 
 /// A connection lent to one exchange; [`Upstream::put_back`] keeps it for the next
@@ -101,7 +109,8 @@ impl Upstream {
     /// to the first of `addrs` (in order) that accepts. With `tls`, over TLS verified
     /// for that name. A request that went out over a kept connection which then failed
     /// is sent again only if `resend` says so (it pays for the second copy's head from
-    /// the upload budget).
+    /// the upload budget). With `via`, a new connection is a tunnel through that parent
+    /// proxy to that authority (docs/reference/parent-proxy.md), kept by the same key.
     ///
     /// Not an `async fn` (whose future would hold each argument twice), and what is
     /// rare is boxed: a new connection, and the copy kept for a retry. This future is
@@ -115,6 +124,7 @@ impl Upstream {
         addrs: &'a [CheckedAddr],
         mut req: Request<Body>,
         tls: Option<&'a Arc<str>>,
+        via: Option<Via<'a>>,
         mut resend: R,
     ) -> impl Future<Output = Result<(Response<Incoming>, Lease), SendError>> + 'a {
         async move {
@@ -143,7 +153,7 @@ impl Upstream {
             // Boxed: a new connection is rare on the request path, and the dial's and
             // handshake's futures (TLS included) would otherwise be part of every
             // request's.
-            let mut lease = Box::pin(self.connect(addrs, tls)).await?;
+            let mut lease = Box::pin(self.connect(addrs, tls, via)).await?;
             let resp = lease.sender.send_request(req).await?;
             Ok((resp, lease))
         }
@@ -155,8 +165,15 @@ impl Upstream {
         &self,
         addrs: &[CheckedAddr],
         tls: Option<&Arc<str>>,
+        via: Option<Via<'_>>,
     ) -> Result<Lease, SendError> {
-        let (stream, addr) = dial(addrs, self.connect_timeout).await?;
+        let (stream, addr) = match (via, addrs.first()) {
+            (Some(via), Some(&first)) => {
+                let tunnel = via.parent.tunnel(via.authority, self.connect_timeout);
+                (tunnel.await?, first)
+            }
+            _ => dial(addrs, self.connect_timeout).await?,
+        };
         self.handshake(stream, addr, tls).await
     }
 
@@ -345,7 +362,7 @@ mod tests {
 
     /// One exchange, its body read to the end, its connection put back.
     async fn exchange(pool: &Upstream, addrs: &[CheckedAddr]) -> CheckedAddr {
-        let (resp, lease) = pool.send(addrs, get(), None, || true).await.unwrap();
+        let (resp, lease) = pool.send(addrs, get(), None, None, || true).await.unwrap();
         let body = resp.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"ok");
         let reached = lease.addr();

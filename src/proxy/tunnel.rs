@@ -29,7 +29,8 @@ use crate::judgement::record::{audit_refusal, Client};
 use crate::judgement::refusal::{Failure, Limit, Refusal};
 use crate::judgement::tunnel_counts::TunnelSlot;
 use crate::judgement::{budget, client_hello, Phase, State};
-use crate::net::dial::{dial, CheckedAddr, DialError};
+use crate::net::dial::{CheckedAddr, DialError};
+use crate::net::parent::open as open_upstream;
 use crate::session::until_ended;
 use open::TunnelOpen;
 use record::TunnelRecord;
@@ -70,15 +71,19 @@ async fn prepare(approved: &Approved, state: &State, client: &Client) -> Result<
             return Err(NotOpened::Refused(refusal));
         }
     };
-    let (upstream, dialed) = match dial(&approved.addrs, state.limits.connect_timeout).await {
-        Ok(pair) => pair,
-        Err(e) => {
-            let failure = Failure::connect(&approved.target, matches!(e, DialError::Timeout));
-            tracing::info!(request_id = %client.request_id, error = %e, "{}", failure.message);
-            let refused = matches!(e, DialError::Refused(_));
-            return Err(NotOpened::Failed { failure, refused });
-        }
-    };
+    let target = &approved.target;
+    let parent = state.parent.as_deref();
+    let timeout = state.limits.connect_timeout;
+    let (upstream, dialed) =
+        match open_upstream(parent, &target.host, target.port, &approved.addrs, timeout).await {
+            Ok(pair) => pair,
+            Err(e) => {
+                let failure = Failure::dial(&approved.target, &e);
+                tracing::info!(request_id = %client.request_id, error = %e, "{}", failure.message);
+                let refused = matches!(e, DialError::Refused(_));
+                return Err(NotOpened::Failed { failure, refused });
+            }
+        };
     state
         .metrics
         .observe_first_byte(approved.decided_at.elapsed());
