@@ -11,6 +11,7 @@ mod git;
 mod inspect;
 mod lifecycle;
 mod names;
+mod parent;
 mod reach;
 mod rules;
 mod socks;

@@ -9,6 +9,7 @@
 //! - [`client`]: raw HTTP over TCP so tests control the exact bytes.
 //! - [`sessions`]: the control-plane proxy of the session tests, and their checks.
 //! - [`redis`]: a real `redis-server` on loopback, for the shared session store.
+//! - [`squid`]: a real parent proxy (squid) on loopback, and its access log.
 //! - [`sshd`]: a real OpenSSH server on loopback, and ssh through SOCKS5 with `nc -X 5`.
 
 // Each test module uses a different subset of the helpers.
@@ -25,6 +26,7 @@ pub mod origin;
 pub mod proxy;
 pub mod redis;
 pub mod sessions;
+pub mod squid;
 pub mod sshd;
 pub mod tls;
 
