@@ -259,6 +259,13 @@ pub async fn serve_with(
     let audit_closer = audit.clone();
 
     tracing::info!(org = %args.org.display(), mode = ?policies.org.mode(), "policy loaded");
+    if let Some(parent) = &args.parent {
+        // Its name only: the credentials are never logged (docs/reference/parent-proxy.md).
+        tracing::info!(
+            parent = parent.name(),
+            "allowed connections go through the parent proxy"
+        );
+    }
     let metrics = Arc::new(Metrics::new());
     let mut listeners = vec![local];
     listeners.extend(admin_listener.as_ref().map(|(_, addr)| *addr));

@@ -9,10 +9,12 @@
 //! - [`refusals`]: names with bad bytes, SOCKS4, garbage, a stalled handshake.
 //! - [`same_judgement`]: report mode, the upload budget, tunnel limits, IPv6 opened.
 //! - [`curl`]: a real client, `curl --socks5-hostname`.
+//! - [`pysocks`]: a real Python client, PySocks from `ALL_PROXY=socks5h://`.
 //! - [`ssh`]: OpenSSH and git over `ssh://` through `nc -X 5`, to a local sshd.
 
 mod auth;
 mod curl;
+mod pysocks;
 mod reach;
 mod refusals;
 mod replies;
