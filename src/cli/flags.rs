@@ -67,7 +67,7 @@ pub struct DnsFlags {
 #[derive(Debug, Args)]
 pub struct ParentFlags {
     /// Send every allowed connection through this parent HTTP proxy,
-    /// http://[USER:PASS@]HOST:PORT (user and password percent-encoded): tunnels and
+    /// `http://[USER:PASS@]HOST:PORT` (user and password percent-encoded): tunnels and
     /// inspected requests as `CONNECT HOST:PORT`, plain HTTP in absolute form. Decided
     /// and address-checked first, as always; the credentials are never logged.
     #[arg(long, value_name = "URL")]
