@@ -13,8 +13,11 @@
 #   SOCKS5 (by name), through microsocks and dante (by address: they would resolve a
 #   name with the system resolver);
 # - tunnels per second: benches/socks_conns.py, PROCS processes each opening N tunnels in
-#   a row with one small GET inside, the same ways; and the server's CPU time (user +
-#   system, from /proc) per tunnel;
+#   a row with one small GET inside, the same ways;
+# - around each, the server's CPU time (user + system, from /proc): per GiB relayed and
+#   per tunnel. On 2 cores a chain of four processes (origin, squid, proxy, client) is
+#   CPU-bound, so the chained throughput ratio also shows the cores the extra hop takes;
+#   its CPU per GiB against squid's says what the hop costs;
 # - chained: the download and the small GETs through our proxy chained to squid, against
 #   squid alone.
 #
@@ -44,7 +47,14 @@ done
 source "$ROOT/benches/common.sh"
 bench_tmp socks
 TICK=$(getconf CLK_TCK)
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# CPU ticks (user + system) of PID and its children: dante relays in processes of its own.
+cpu_ticks() {
+    local pid total=0
+    for pid in "$1" $(pgrep -P "$1" || true); do
+        total=$((total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+    done
+    echo "$total"
+}
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 mkdir -p "$TMP/www"
@@ -143,8 +153,13 @@ fi
 for round in $(seq "$ROUNDS"); do
     for config in "${CONFIGS[@]}"; do
         IFS='|' read -r label pid flags conns <<<"$config"
+        c0=$(cpu_ticks "$pid")
         # shellcheck disable=SC2086 # the flags are words
         download $flags >>"$TMP/$label.mib"
+        c1=$(cpu_ticks "$pid")
+        # The server's CPU milliseconds per GiB relayed.
+        awk -v t="$((c1 - c0))" -v hz="$TICK" -v mib="$BIG_MIB" \
+            'BEGIN {printf "%.0f\n", t / hz * 1e3 * 1024 / mib}' >>"$TMP/$label.gib"
         c0=$(cpu_ticks "$pid")
         # shellcheck disable=SC2086
         rate=$(timeout 300 python3 "$ROOT/benches/socks_conns.py" $conns "$N" "$PROCS")
@@ -160,11 +175,13 @@ med() { median <"$TMP/$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "nan"}'; }
 echo "SOCKS5 and parent-proxy bench, $(date -u +%FT%TZ), $(nproc) cores, medians of $ROUNDS"
 echo "download ${BIG_MIB} MiB; tunnels/s: $PROCS processes x $N tunnels, one GET each"
-printf '%-11s %10s %10s %14s\n' config "MiB/s" "tunnels/s" "CPU us/tunnel"
+printf '%-11s %10s %14s %10s %14s\n' config "MiB/s" "CPU ms/GiB" "tunnels/s" "CPU us/tunnel"
 for config in "${CONFIGS[@]}"; do
     label=${config%%|*}
-    printf '%-11s %10s %10s %14s\n' "$label" "$(med "$label.mib")" "$(med "$label.rate")" "$(med "$label.cpu")"
+    printf '%-11s %10s %14s %10s %14s\n' "$label" "$(med "$label.mib")" "$(med "$label.gib")" \
+        "$(med "$label.rate")" "$(med "$label.cpu")"
 done
+echo "(CPU is the named server's alone; for chained, the proxy in front of squid, not squid.)"
 echo
 echo "socks5 / connect: throughput $(ratio "$(med socks5.mib)" "$(med connect.mib)"), tunnels/s $(ratio "$(med socks5.rate)" "$(med connect.rate)")   (target >= 0.95)"
 for ref in microsocks dante; do
