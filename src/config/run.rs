@@ -89,6 +89,8 @@ impl RunConfig {
 pub struct RulesConfig {
     pub proxy_uid: u32,
     pub ports: Ports,
+    /// `--apply`: apply the ruleset to this network namespace rather than print it.
+    pub apply: bool,
 }
 
 impl From<RulesArgs> for RulesConfig {
@@ -99,6 +101,7 @@ impl From<RulesArgs> for RulesConfig {
                 transparent: args.transparent_port,
                 dns: args.dns_port,
             },
+            apply: args.apply,
         }
     }
 }
