@@ -13,6 +13,7 @@ mod lifecycle;
 mod names;
 mod reach;
 mod rules;
+mod rules_apply;
 mod socks;
 mod split;
 mod ssh;
