@@ -208,6 +208,14 @@ mod tests {
         let Command::Rules(rules) = parse(&["egress-proxy", "rules", "--proxy-uid", "7"]) else {
             unreachable!()
         };
-        assert_eq!(RulesConfig::from(rules).ports, Ports::default());
+        let rules = RulesConfig::from(rules);
+        assert_eq!(rules.ports, Ports::default());
+        assert!(!rules.apply, "printing is the default");
+        let Command::Rules(apply) =
+            parse(&["egress-proxy", "rules", "--proxy-uid", "7", "--apply"])
+        else {
+            unreachable!()
+        };
+        assert!(RulesConfig::from(apply).apply);
     }
 }
