@@ -38,6 +38,8 @@ pub enum ApplyError {
     NoNfTables(Errno),
     #[error("the kernel refused to {step}: {errno}; nothing was applied")]
     Refused { step: String, errno: Errno },
+    #[error("the kernel did not answer within {} s; nothing is known to be applied", ANSWER_TIMEOUT.as_secs())]
+    NoAnswer,
     #[error("netlink: {0}")]
     Netlink(#[from] io::Error),
 }
@@ -74,7 +76,10 @@ pub fn apply(ruleset: &Ruleset) -> Result<(), ApplyError> {
     let mut waiting: Vec<u32> = batch.steps.iter().map(|s| s.0).collect();
     let mut buf = vec![0u8; 64 * 1024];
     while !waiting.is_empty() {
-        let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty()).map_err(io)?;
+        let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty()).map_err(|e| match e {
+            Errno::EAGAIN => ApplyError::NoAnswer,
+            e => io(e),
+        })?;
         for (seq, errno) in answers(&buf[..n]) {
             if errno == 0 {
                 waiting.retain(|s| *s != seq);
@@ -122,7 +127,7 @@ fn answers(bytes: &[u8]) -> Vec<(u32, i32)> {
         if len < 16 || at + len > bytes.len() {
             break;
         }
-        if kind == NLMSG_ERROR {
+        if kind == NLMSG_ERROR && len >= 36 {
             // The error, negated, then the header of the message it answers.
             let error = word(at + 16) as i32;
             let seq = word(at + 16 + 4 + 8);
