@@ -7,8 +7,8 @@
 //! (docs/guides/confinement.md, "Sidecars"); `tests/it/run/rules_apply.rs` compares the
 //! two in network namespaces.
 //!
-//! The numbers are the kernel's (its `linux/netfilter/nf_tables.h` and `nfnetlink.h`
-//! user-space headers); integer attributes are big-endian, as nf_tables reads them.
+//! The numbers are those of the kernel's nf_tables netlink interface (what nft itself
+//! sends); integer attributes are big-endian, as nf_tables reads them.
 
 use super::nla::{attr, attr_str, attr_u32, cmp, expr, meta, nest, nfproto, payload, REG_1};
 use super::{Action, ChainKind, Match, Rule, Ruleset, L4, TABLE};
