@@ -166,7 +166,8 @@ fn rules_apply_without_cap_net_admin_fails_closed() {
 
 /// What happens to connections and datagrams inside the namespace, as JSON: which
 /// listener a TCP connection to OWN_ADDRESS:8080 reaches (from root, and from the
-/// proxy's uid), and which socket a datagram to OWN_ADDRESS port 53 or 9999 reaches.
+/// proxy's uid) and one to port 53 (from root), and which socket a datagram to
+/// OWN_ADDRESS port 53 or 9999 reaches.
 const PROBE: &str = r#"
 import json, os, select, socket, sys
 own, transparent, dns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -177,6 +178,7 @@ def tcp(addr, port):
 def udp(addr, port):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((addr, port)); return s
 names = {tcp("127.0.0.1", transparent): "transparent", tcp(own, 8080): "direct",
+         tcp("127.0.0.1", dns): "dns", tcp(own, 53): "direct",
          udp("127.0.0.1", dns): "dns", udp(own, 53): "direct", udp(own, 9999): "direct"}
 def reached(listeners):
     ready, _, _ = select.select(listeners, [], [], 1.0)
@@ -184,12 +186,12 @@ def reached(listeners):
         if s.type == socket.SOCK_STREAM: s.accept()[0].close()
         else: s.recv(100)
     return sorted(names[s] for s in ready)
-def connect(uid):
+def connect(uid, port=8080):
     pid = os.fork()
     if pid == 0:
         try:
             if uid: os.setgid(uid); os.setuid(uid)
-            socket.create_connection((own, 8080), timeout=2).close()
+            socket.create_connection((own, port), timeout=2).close()
         except OSError: pass
         os._exit(0)
     got = reached([s for s in names if s.type == socket.SOCK_STREAM])
@@ -199,7 +201,7 @@ def send(port):
     try: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", (own, port))
     except OSError: pass
     return reached([s for s in names if s.type == socket.SOCK_DGRAM])
-print(json.dumps({"tcp": connect(0), "tcp_proxy_uid": connect(1337),
+print(json.dumps({"tcp": connect(0), "tcp_proxy_uid": connect(1337), "tcp53": connect(0, 53),
                   "udp53": send(53), "udp9999": send(9999)}))
 "#;
 
@@ -221,12 +223,12 @@ fn rules_apply_redirects_tcp_and_dns_and_drops_other_udp() {
     }
     let ns = Netns::new();
     // Without the rules every probe reaches the socket it was sent to: the probe works.
-    let open = serde_json::json!({"tcp": ["direct"], "tcp_proxy_uid": ["direct"],
+    let open = serde_json::json!({"tcp": ["direct"], "tcp_proxy_uid": ["direct"], "tcp53": ["direct"],
                                   "udp53": ["direct"], "udp9999": ["direct"]});
     assert_eq!(probe(&ns), open);
     let out = ns.apply();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let confined = serde_json::json!({"tcp": ["transparent"], "tcp_proxy_uid": ["direct"],
+    let confined = serde_json::json!({"tcp": ["transparent"], "tcp_proxy_uid": ["direct"], "tcp53": ["dns"],
                                       "udp53": ["dns"], "udp9999": []});
     assert_eq!(probe(&ns), confined);
 }
