@@ -127,6 +127,16 @@ fn rules_apply_gives_the_golden_ruleset_and_again_the_same() {
     let golden = golden_listed();
     assert!(golden.contains("chain nat_output"), "{golden}");
     let ns = Netns::new();
+    // An older table of the same name, with a chain the ruleset does not have: replaced
+    // whole, not added to.
+    let stale = crate::support::unique_temp_dir("rules-stale").join("stale.nft");
+    std::fs::write(
+        &stale,
+        "table inet egress_proxy {\n\tchain stale {\n\t}\n}\n",
+    )
+    .unwrap();
+    ok(ns.exec(&["nft", "-f", stale.to_str().unwrap()]));
+    assert!(ns.ruleset().contains("chain stale"));
     for round in ["first", "second"] {
         let out = ns.apply();
         assert_eq!(out.status.code(), Some(0), "{round}: {out:?}");
