@@ -56,7 +56,8 @@
 //! - [`serve`]: `serve` start-up: loading policies, binding (proxy and admin listeners),
 //!   SIGHUP, shutdown and flush.
 //! - [`run`]: `run` (a command in a network namespace whose only way out is the proxy:
-//!   the jail, its first process, the nftables rulesets) and `rules` (the sidecar's).
+//!   the jail, its first process, the nftables rulesets) and `rules` (the sidecar's,
+//!   printed or applied over netlink).
 //! - [`check`]: `check`: deciding targets offline with the proxy's decision code.
 //! - [`lint`]: `lint`: rules over policy files -> findings -> text, JSON or SARIF.
 //! - [`review`]: `audit summarize`: reading audit logs, statistics, text/JSON/HTML;

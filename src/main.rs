@@ -55,10 +55,7 @@ fn main() -> ExitCode {
         },
         Command::Diff(args) => diff(&args),
         Command::Run(args) => run(*args),
-        Command::Rules(args) => match emit(&egress_proxy::run::rules(&RulesConfig::from(args))) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(code) => code,
-        },
+        Command::Rules(args) => rules(&RulesConfig::from(args)),
         Command::Ca(args) => match args.command {
             CaCommand::Init { dir } => match egress_proxy::tls::ca::init(&dir) {
                 Ok(cert) => {
@@ -106,6 +103,26 @@ fn run(args: RunArgs) -> ExitCode {
             eprintln!("egress-proxy: run: error: {e}");
             ExitCode::from(125)
         }
+    }
+}
+
+/// `rules`: print the ruleset, or apply it (`--apply`: 2 when it cannot be applied).
+fn rules(config: &RulesConfig) -> ExitCode {
+    if config.apply {
+        return match egress_proxy::run::apply_rules(config) {
+            Ok(()) => {
+                eprintln!("egress-proxy: rules: applied table inet egress_proxy");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("egress-proxy: rules --apply: error: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    match emit(&egress_proxy::run::rules(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(code) => code,
     }
 }
 

@@ -5,7 +5,8 @@
 # record is on the container's standard output, /healthz answers, and the image has no
 # shell. Run by hand, not by CI (a static release build takes minutes):
 #
-#   deploy/container/build.sh            # needs buildah, podman, curl, python3
+#   deploy/container/build.sh            # needs buildah, podman, runc, curl, python3
+#                                        # (apt-get install buildah podman runc)
 #
 # Knobs (environment): IMAGE=localhost/egress-proxy:0.1.0 BASE_PORT=21400 (ports
 # BASE_PORT to BASE_PORT + 2) PODMAN_FLAGS (storage and runtime options for podman and
@@ -26,7 +27,7 @@ PODMAN_FLAGS=${PODMAN_FLAGS:---storage-driver vfs --runtime runc --cgroup-manage
 RUN_FLAGS=${RUN_FLAGS:---ulimit nofile=4096:4096 --ulimit nproc=4096:4096}
 TARGET=x86_64-unknown-linux-gnu
 
-for tool in buildah podman curl python3 cargo; do
+for tool in buildah podman runc curl python3 cargo; do
     command -v "$tool" >/dev/null || { echo "build.sh: $tool is needed" >&2; exit 2; }
 done
 

@@ -50,7 +50,7 @@ pub enum Command {
     /// 125 run's own error, 126 not executable, 127 not found.
     Run(Box<RunArgs>),
     /// Print the nftables ruleset that confines a pod's network namespace to a sidecar
-    /// proxy (apply it with `nft -f -` in an init container).
+    /// proxy, or, with `--apply`, apply it (in an init container: `rules --apply`).
     Rules(RulesArgs),
     /// The interception CA: `ca init DIR` makes one for `serve --ca DIR`.
     Ca(CaArgs),

@@ -65,6 +65,13 @@ pub struct RulesArgs {
     #[arg(long, value_name = "PORT", default_value_t = DNS_PORT,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub dns_port: u16,
+
+    /// Apply the ruleset to this network namespace instead of printing it (Linux; root
+    /// or CAP_NET_ADMIN): through netlink, with nothing but this binary (no `nft`). It
+    /// replaces the table `egress_proxy` in one transaction, so applying it again gives
+    /// the same ruleset; on any error nothing is changed and the exit is 2.
+    #[arg(long)]
+    pub apply: bool,
 }
 
 /// `__jail-init`'s arguments, written by `run`.

@@ -91,6 +91,8 @@ impl RunConfig {
 pub struct RulesConfig {
     pub proxy_uid: u32,
     pub ports: Ports,
+    /// `--apply`: apply the ruleset to this network namespace rather than print it.
+    pub apply: bool,
 }
 
 impl From<RulesArgs> for RulesConfig {
@@ -101,6 +103,7 @@ impl From<RulesArgs> for RulesConfig {
                 transparent: args.transparent_port,
                 dns: args.dns_port,
             },
+            apply: args.apply,
         }
     }
 }
@@ -207,6 +210,14 @@ mod tests {
         let Command::Rules(rules) = parse(&["egress-proxy", "rules", "--proxy-uid", "7"]) else {
             unreachable!()
         };
-        assert_eq!(RulesConfig::from(rules).ports, Ports::default());
+        let rules = RulesConfig::from(rules);
+        assert_eq!(rules.ports, Ports::default());
+        assert!(!rules.apply, "printing is the default");
+        let Command::Rules(apply) =
+            parse(&["egress-proxy", "rules", "--proxy-uid", "7", "--apply"])
+        else {
+            unreachable!()
+        };
+        assert!(RulesConfig::from(apply).apply);
     }
 }

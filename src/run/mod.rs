@@ -44,6 +44,21 @@ pub fn rules(config: &RulesConfig) -> String {
     rules::sidecar(config.proxy_uid, config.ports)
 }
 
+/// `egress-proxy rules --apply`: the same ruleset, applied to this network namespace in
+/// one transaction; the error says what is missing, and nothing was changed.
+pub fn apply_rules(config: &RulesConfig) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        rules::apply(&rules::sidecar_ruleset(config.proxy_uid, config.ports))
+            .map_err(|e| e.to_string())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = config;
+        Err("rules --apply needs Linux (nftables)".into())
+    }
+}
+
 /// `egress-proxy run`: CMD's status (128+N for a signal N), 125 for `run`'s own errors
 /// (the message is printed), 126 when CMD cannot be executed, 127 when it is not found.
 pub fn main(args: RunConfig) -> u8 {

@@ -14,6 +14,7 @@ mod names;
 mod parent;
 mod reach;
 mod rules;
+mod rules_apply;
 mod socks;
 mod split;
 mod ssh;

@@ -36,6 +36,17 @@ fn rules_prints_the_sidecar_ruleset() {
 }
 
 #[test]
+fn rules_help_names_apply() {
+    let out = rules(&["--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        help.contains("--apply") && help.contains("CAP_NET_ADMIN"),
+        "{help}"
+    );
+}
+
+#[test]
 fn rules_usage_errors_exit_2() {
     for args in [
         &[][..],
