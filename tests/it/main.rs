@@ -32,6 +32,7 @@ mod layers;
 mod lifecycle;
 mod limits;
 mod lint;
+mod messages;
 mod reason_phrase;
 mod reliability;
 mod reload;
