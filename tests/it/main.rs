@@ -22,6 +22,7 @@ mod diff;
 mod dns;
 mod dns_levels;
 mod dns_listener;
+mod events;
 mod fleet;
 mod fleet_outage;
 mod forward;
