@@ -3,8 +3,10 @@
 //! requests go on and the log keeps every record; the admin token.
 //!
 //! - `stuck`: the stuck reader under 1,000 requests.
+//! - `watch`: `egress-proxy watch`, the binary reading the stream.
 
 mod stuck;
+mod watch;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
