@@ -218,6 +218,65 @@ mod tests {
         );
     }
 
+    fn live(event: &'static str) -> Arc<LiveRecord> {
+        Arc::new(LiveRecord {
+            event,
+            session: None,
+            line: Bytes::from_static(b"{}"),
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_stream_gets_a_keep_alive_comment_every_15_seconds() {
+        let (records_tx, records) = broadcast::channel(8);
+        let (tx, mut rx) = mpsc::channel(8);
+        let closer = Closer::default();
+        tokio::spawn(feed(records, Filter::default(), tx, closer.clone()));
+        assert_eq!(&rx.recv().await.unwrap()[..], b": stream open\n\n");
+        for _ in 0..3 {
+            let started = tokio::time::Instant::now();
+            assert_eq!(&rx.recv().await.unwrap()[..], b": keep-alive\n\n");
+            assert_eq!(started.elapsed(), HEARTBEAT);
+        }
+        records_tx.send(live("egress.denied")).unwrap();
+        assert!(rx
+            .recv()
+            .await
+            .unwrap()
+            .starts_with(b"event: egress.denied\n"));
+    }
+
+    #[tokio::test]
+    async fn a_reader_that_lags_the_broadcast_is_dropped() {
+        let (records_tx, records) = broadcast::channel(2);
+        for _ in 0..5 {
+            records_tx.send(live("egress.denied")).unwrap();
+        }
+        let (tx, mut rx) = mpsc::channel(8);
+        let closer = Closer::default();
+        let task = tokio::spawn(feed(records, Filter::default(), tx, closer.clone()));
+        tokio::time::timeout(Duration::from_secs(5), closer.notified())
+            .await
+            .expect("the connection is closed");
+        task.await.unwrap();
+        assert_eq!(&rx.recv().await.unwrap()[..], b": stream open\n\n");
+        assert!(rx.recv().await.is_none(), "nothing after the lag");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reader_whose_queue_stays_full_is_dropped() {
+        let (records_tx, records) = broadcast::channel(1024);
+        let (tx, _rx) = mpsc::channel(1);
+        let closer = Closer::default();
+        let task = tokio::spawn(feed(records, Filter::default(), tx, closer.clone()));
+        // The opening comment fills the queue; the first record waits for room.
+        records_tx.send(live("egress.denied")).unwrap();
+        let started = tokio::time::Instant::now();
+        closer.notified().await;
+        assert!(started.elapsed() >= STUCK, "{:?}", started.elapsed());
+        task.await.unwrap();
+    }
+
     #[test]
     fn a_filter_matches_fields_exactly() {
         let rec = |event, session: Option<&str>| LiveRecord {
