@@ -12,8 +12,11 @@
 # entry is `{ host = ..., access = "read-only" }`, so each GET is judged by method and
 # normalised path), BUDGET=N (`[limits] upload_bytes = N`, so each request is drawn from
 # an upload budget; make N larger than the run sends, about 60 bytes a request, or the
-# proxy refuses and the client stops). The proxy pins its one name with --resolve:
-# nothing is resolved through the system resolver.
+# proxy refuses and the client stops), READERS=N (with --audit-allowed, so every request
+# writes a record, and N `curl -N` readers of the admin API's `GET /v1/events`; compare
+# with READERS=0, the same records and no reader), STUCK=1 (with READERS, one more reader
+# that never reads). The proxy pins its one name with --resolve: nothing is resolved
+# through the system resolver.
 set -euo pipefail
 
 FEW=${FEW:-500}
@@ -23,6 +26,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PROXY_BIN=${PROXY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/egress-proxy}
 ORIGIN_PORT=$BASE_PORT
 PROXY_PORT=$((BASE_PORT + 1))
+ADMIN_PORT=$((BASE_PORT + 2))
 for tool in valgrind nginx python3; do
     command -v "$tool" >/dev/null || { echo "instructions.sh: $tool is needed" >&2; exit 2; }
 done
@@ -83,19 +87,48 @@ for _ in range(count):
         buf += data
 PY
 
+cat >"$TMP/stuck.py" <<'PY'
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+s.connect(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"GET /v1/events HTTP/1.1\r\nHost: admin\r\n\r\n")
+time.sleep(3600)
+PY
+
 # Instructions the proxy ran, start to exit, serving $1 requests.
 count() {
-    local pid
+    local pid readers=()
+    local events=()
+    if [ -n "${READERS:-}" ]; then
+        events=(--audit-allowed --admin-listen "127.0.0.1:$ADMIN_PORT")
+    fi
     EGRESS_PROXY_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$TMP/callgrind.$1" \
         "$PROXY_BIN" serve --org "$TMP/org.toml" --listen "127.0.0.1:$PROXY_PORT" --workers 1 \
-        --resolve allowed.test=127.0.0.1 --dns-server 127.0.0.1:9 \
+        --resolve allowed.test=127.0.0.1 --dns-server 127.0.0.1:9 "${events[@]}" \
         --audit-log "$TMP/audit.jsonl" 2>"$TMP/valgrind.$1.log" &
     pid=$!
     PIDS+=($pid)
     wait_port "$PROXY_PORT" 30
+    if [ -n "${READERS:-}" ]; then
+        for _ in $(seq 1 "$READERS"); do
+            curl -sN "http://127.0.0.1:$ADMIN_PORT/v1/events" >/dev/null &
+            readers+=($!)
+        done
+        if [ "${STUCK:-0}" = 1 ]; then
+            python3 "$TMP/stuck.py" "$ADMIN_PORT" &
+            readers+=($!)
+        fi
+        PIDS+=("${readers[@]}")
+        sleep 2
+    fi
     timeout 600 python3 "$TMP/client.py" "$PROXY_PORT" "$1" "$ORIGIN_PORT"
     kill -TERM "$pid"
     wait "$pid" || true
+    for reader in "${readers[@]}"; do
+        kill "$reader" 2>/dev/null || true
+        wait "$reader" 2>/dev/null || true
+    done
     awk '/Collected/ {gsub(",", "", $4); print $4}' "$TMP/valgrind.$1.log"
 }
 

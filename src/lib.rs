@@ -65,6 +65,8 @@
 //!   (logged attempts decided again under other policies).
 //! - [`diff`]: `diff`: what a policy change opens and closes, by the covering relation,
 //!   as text, markdown, JSON or SARIF.
+//! - [`watch`]: `watch`: a running proxy's audit records as they are written, read from
+//!   its admin API's event stream.
 //! - [`cli`]: command-line argument types, a leaf: the flags several commands take are
 //!   declared once and flattened into each.
 //! - `fuzzing` (only with the `fuzzing` feature, and in the library's tests): the entry
@@ -103,4 +105,5 @@ pub(crate) mod session;
 pub(crate) mod socks;
 pub mod tls;
 pub(crate) mod transparent;
+pub mod watch;
 pub(crate) mod workers;

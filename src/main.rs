@@ -11,9 +11,11 @@ use clap::Parser;
 use egress_proxy::cli::{
     AuditCommand, CaCommand, CheckArgs, CheckFormat, Cli, Command, DiffArgs, DiffFormat, LintArgs,
     LintFormat, ReplayArgs, RunArgs, ServeArgs, SuggestArgs, SuggestFormat, SummarizeArgs,
-    SummaryFormat,
+    SummaryFormat, WatchArgs,
 };
-use egress_proxy::config::{CheckConfig, InitConfig, RulesConfig, RunConfig, ServeConfig};
+use egress_proxy::config::{
+    CheckConfig, InitConfig, RulesConfig, RunConfig, ServeConfig, WatchConfig,
+};
 use egress_proxy::lint::{self, Severity};
 
 fn main() -> ExitCode {
@@ -56,6 +58,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => diff(&args),
         Command::Run(args) => run(*args),
         Command::Rules(args) => rules(&RulesConfig::from(args)),
+        Command::Watch(args) => watch(args),
         Command::Ca(args) => match args.command {
             CaCommand::Init { dir } => match egress_proxy::tls::ca::init(&dir) {
                 Ok(cert) => {
@@ -96,6 +99,24 @@ fn serve(args: ServeArgs) -> ExitCode {
 }
 
 /// `run`: its flags' errors are its own (exit 125, never a status CMD could have).
+fn watch(args: WatchArgs) -> ExitCode {
+    let config = match WatchConfig::from_args(args) {
+        Ok(config) => config,
+        Err(e) => return fail(e),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(format!("cannot start the runtime: {e}")),
+    };
+    match runtime.block_on(egress_proxy::watch::run(&config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(format!("watch: {e}")),
+    }
+}
+
 fn run(args: RunArgs) -> ExitCode {
     match RunConfig::from_args(args) {
         Ok(config) => ExitCode::from(egress_proxy::run::main(config)),

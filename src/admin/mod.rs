@@ -6,9 +6,11 @@
 //! - [`sessions`]: `POST/GET /v1/sessions`, `GET/DELETE /v1/sessions/{id}`.
 //! - [`reload`]: reloading the policies (SIGHUP and `POST /v1/reload`).
 //! - [`watch`]: reloading when the policy files change (`--watch-policy`).
+//! - [`events`]: `GET /v1/events`, audit records as Server-Sent Events.
 //!
 //! `GET /metrics` serves [`crate::metrics`] as Prometheus text.
 
+pub mod events;
 pub mod reload;
 pub mod sessions;
 pub mod watch;
@@ -61,27 +63,33 @@ pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
                 }
             },
         };
+        bound_send_buffer(&stream);
         let admin = admin.clone();
         tokio::spawn(async move {
+            let closer = events::Closer::default();
+            let closed = closer.clone();
             let service = service_fn(move |req| {
-                let admin = admin.clone();
-                async move { Ok::<_, Infallible>(handle(req, &admin).await) }
+                let (admin, closer) = (admin.clone(), closer.clone());
+                async move { Ok::<_, Infallible>(handle(req, &admin, &closer).await) }
             });
             let mut builder = http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(10));
-            if let Err(e) = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(client = %peer, error = %e, "admin connection ended with an error");
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                done = conn => if let Err(e) = done {
+                    tracing::debug!(client = %peer, error = %e, "admin connection ended with an error");
+                },
+                // An event reader dropped (docs/reference/control-plane.md, "Events"):
+                // its socket is closed here, whatever is still unsent.
+                () = closed.notified() => {}
             }
         });
     }
 }
 
-async fn handle(req: Request<Incoming>, admin: &Admin) -> Response<Body> {
+async fn handle(req: Request<Incoming>, admin: &Admin, closer: &events::Closer) -> Response<Body> {
     let path = req.uri().path().to_string();
     if path == "/healthz" {
         return match *req.method() {
@@ -128,6 +136,8 @@ async fn handle(req: Request<Incoming>, admin: &Admin) -> Response<Body> {
             ),
         },
         (_, ["v1", "reload"]) => method_not_allowed(),
+        (Method::GET, ["v1", "events"]) => events::stream(admin, req.uri().query(), closer),
+        (_, ["v1", "events"]) => method_not_allowed(),
         (Method::POST, ["v1", "sessions"]) => match read_json(req).await {
             Ok(body) => sessions::create(admin, body).await,
             Err(resp) => resp,
@@ -140,6 +150,23 @@ async fn handle(req: Request<Incoming>, admin: &Admin) -> Response<Body> {
         _ => error(StatusCode::NOT_FOUND, "not_found", "no such endpoint"),
     }
 }
+
+/// The kernel's send buffer of an admin connection, fixed rather than grown up to
+/// megabytes: a stuck event reader then fills it, and its queue, within a few hundred
+/// records and is dropped (docs/reference/control-plane.md, "Events"), holding little
+/// memory until it is. Every other answer of the API is small.
+const SEND_BUFFER: usize = 64 * 1024;
+
+#[cfg(target_os = "linux")]
+fn bound_send_buffer(stream: &tokio::net::TcpStream) {
+    use nix::sys::socket::{setsockopt, sockopt};
+    if let Err(e) = setsockopt(stream, sockopt::SndBuf, &SEND_BUFFER) {
+        tracing::debug!(error = %e, "cannot bound an admin connection's send buffer");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn bound_send_buffer(_stream: &tokio::net::TcpStream) {}
 
 /// `Authorization: Bearer <token>`, compared in constant time.
 fn authorized<B>(req: &Request<B>, token: Option<&str>) -> bool {

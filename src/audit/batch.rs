@@ -1,9 +1,10 @@
 //! The writer's batch: whole audit lines waiting to be written, and the write that
 //! resumes where a short write stopped, so every line reaches the file whole
-//! (docs/reference/audit-log.md, "When records are written").
+//! (docs/reference/audit-log.md, "When records are written"); the file it goes to.
 
 use std::fs::File;
 use std::io::{self, Write};
+use std::path::PathBuf;
 
 use super::Record;
 
@@ -52,4 +53,30 @@ pub(super) fn write_from(file: &mut File, bytes: &[u8], at: &mut usize) -> io::R
         }
     }
     Ok(())
+}
+
+/// The log's file, opened for appending (created with mode 0600 if missing).
+pub(super) fn open_append(path: &PathBuf) -> io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.append(true).create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
+}
+
+/// Standard output as a file: a duplicate of descriptor 1, so the writer owns its handle
+/// and never contends with `print!`'s lock.
+#[cfg(unix)]
+pub(super) fn stdout_file() -> io::Result<File> {
+    use std::os::fd::AsFd;
+    let fd = io::stdout().as_fd().try_clone_to_owned()?;
+    Ok(File::from(fd))
+}
+
+#[cfg(not(unix))]
+pub(super) fn stdout_file() -> io::Result<File> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "an audit log on standard output needs a Unix system",
+    ))
 }

@@ -12,7 +12,9 @@ use serde::Serialize;
 use time::{OffsetDateTime, PrimitiveDateTime};
 
 mod batch;
+mod live;
 mod writer;
+pub use live::LiveRecord;
 pub use writer::{AuditLog, OnFailure};
 
 /// Longest query string kept in `url`, in bytes.

@@ -198,3 +198,34 @@ async fn disabled_log_discards() {
     log.write(record(0)).await;
     log.close();
 }
+
+/// A subscriber gets each record with the very line the file has (`live.rs`), and a
+/// subscriber that does not read holds nothing back: the file gets every record.
+#[tokio::test]
+async fn subscribers_get_the_files_lines_and_never_hold_it_back() {
+    let path = temp_path("live");
+    let (log, writer) = AuditLog::open(path.to_str().unwrap(), OnFailure::Closed)
+        .await
+        .unwrap();
+    let task = tokio::spawn(writer.run());
+    let mut reader = log.subscribe();
+    let _stuck = log.subscribe();
+    let mut rec = record(0);
+    rec.session = Some("s1".into());
+    log.write(rec).await;
+    let live = reader.recv().await.unwrap();
+    assert_eq!(
+        (live.event, live.session.as_deref()),
+        ("egress.denied", Some("s1"))
+    );
+    let n = super::live::LIVE_QUEUE + 10;
+    for i in 1..n {
+        log.write(record(i)).await;
+    }
+    drop(log);
+    assert_eq!(task.await.unwrap().unwrap(), n as u64);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(text.lines().next().unwrap().as_bytes(), &live.line[..]);
+    assert_eq!(text.lines().count(), n);
+}

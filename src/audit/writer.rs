@@ -32,7 +32,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
 
-use super::batch::{write_from, Batch};
+use super::batch::{open_append, stdout_file, write_from, Batch};
+use super::live::{Live, LiveRecord};
 use super::Record;
 
 /// Records the queue holds before a writer of one waits for room.
@@ -64,6 +65,8 @@ struct Shared {
     on_failure: OnFailure,
     reopen: Notify,
     close: Notify,
+    /// Each record taken from the queue, for `GET /v1/events` (`super::live`).
+    live: Live,
 }
 
 impl Shared {
@@ -75,6 +78,7 @@ impl Shared {
             on_failure,
             reopen: Notify::new(),
             close: Notify::new(),
+            live: Live::new(),
         })
     }
 }
@@ -92,14 +96,6 @@ struct Sink {
     file: File,
     /// `None` for standard output: never reopened, never fsynced (it may be a pipe).
     path: Option<PathBuf>,
-}
-
-fn open_append(path: &PathBuf) -> io::Result<File> {
-    let mut options = std::fs::OpenOptions::new();
-    options.append(true).create(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)
 }
 
 impl AuditLog {
@@ -195,6 +191,12 @@ impl AuditLog {
         }
     }
 
+    /// Every record the writer takes from now on, as it takes it; a receiver that falls
+    /// [`super::live::LIVE_QUEUE`] records behind gets `Lagged`.
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<LiveRecord>> {
+        self.shared.live.subscribe()
+    }
+
     /// Asks the writer to open the file again at its path (log rotation): records
     /// already in hand go to the old file, later ones to the new.
     pub fn reopen(&self) {
@@ -214,23 +216,6 @@ fn stopped(rec: &Record) {
         request_id = %rec.request_id,
         "audit writer has stopped; record not written"
     );
-}
-
-/// Standard output as a file: a duplicate of descriptor 1, so the writer owns its handle
-/// and never contends with `print!`'s lock.
-#[cfg(unix)]
-fn stdout_file() -> io::Result<File> {
-    use std::os::fd::AsFd;
-    let fd = io::stdout().as_fd().try_clone_to_owned()?;
-    Ok(File::from(fd))
-}
-
-#[cfg(not(unix))]
-fn stdout_file() -> io::Result<File> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "an audit log on standard output needs a Unix system",
-    ))
 }
 
 /// The task that owns the audit file. See the module docs for shutdown.
@@ -266,13 +251,13 @@ impl AuditWriter {
                     continue;
                 }
                 rec = self.rx.recv() => match rec {
-                    Some(rec) => self.batch.push(&rec),
+                    Some(rec) => self.take(&rec),
                     None => break,
                 },
             }
             while self.batch.lines < MAX_BATCH as u64 {
                 match self.rx.try_recv() {
-                    Ok(rec) => self.batch.push(&rec),
+                    Ok(rec) => self.take(&rec),
                     Err(_) => break,
                 }
             }
@@ -289,6 +274,15 @@ impl AuditWriter {
                 .map_err(io::Error::other)??;
         }
         Ok(self.shared.written.load(Ordering::Relaxed))
+    }
+
+    /// Add `rec` to the batch and, when anyone listens, publish the line just written.
+    fn take(&mut self, rec: &Record) {
+        let start = self.batch.bytes.len();
+        self.batch.push(rec);
+        if self.shared.live.listened() {
+            self.shared.live.publish(rec, &self.batch.bytes[start..]);
+        }
     }
 
     /// Write the batch, trying again after a failure until it is written (or, with

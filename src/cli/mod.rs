@@ -12,6 +12,7 @@ pub mod flags;
 mod offline;
 mod run;
 mod serve;
+mod watch;
 
 pub use offline::{
     AuditArgs, AuditCommand, CheckArgs, CheckFormat, DiffArgs, DiffFormat, LintArgs, LintFormat,
@@ -19,6 +20,7 @@ pub use offline::{
 };
 pub use run::{JailInitArgs, RulesArgs, RunArgs, DNS_PORT, TRANSPARENT_PORT};
 pub use serve::{Admin, AuditFailure, Limits, Listen, ServeArgs, Sessions};
+pub use watch::WatchArgs;
 
 /// An egress allowlist proxy: lets through only what the organization allowlist and the
 /// narrower request `network_policy` allow, and writes every denied attempt to an audit log.
@@ -52,6 +54,9 @@ pub enum Command {
     /// Print the nftables ruleset that confines a pod's network namespace to a sidecar
     /// proxy, or, with `--apply`, apply it (in an init container: `rules --apply`).
     Rules(RulesArgs),
+    /// Print the audit records of a running proxy as they are written, one line each,
+    /// from its admin API's event stream (exit 2 when it cannot be read).
+    Watch(WatchArgs),
     /// The interception CA: `ca init DIR` makes one for `serve --ca DIR`.
     Ca(CaArgs),
     /// Internal: the first process in `run`'s jail, started by `run` itself.

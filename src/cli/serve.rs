@@ -153,7 +153,8 @@ impl Default for Limits {
 /// The admin API.
 #[derive(Debug, Args)]
 pub struct Admin {
-    /// Serve the admin API (sessions, reload, metrics, health) on this address, IP:PORT.
+    /// Serve the admin API (sessions, reload, metrics, health, the event stream) on this
+    /// address, IP:PORT.
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
 

@@ -10,12 +10,14 @@ use crate::load::LoadError;
 pub mod check;
 mod run;
 mod serve;
+mod watch;
 
 pub use check::CheckConfig;
 pub use run::{
     InitConfig, Ports, RulesConfig, RunConfig, DNS_PORT, PROXY_PORT, SOCKS_PORT, TRANSPARENT_PORT,
 };
 pub use serve::{AdminConfig, CaSource, ServeConfig, SessionStoreConfig};
+pub use watch::{TokenSource, WatchConfig, TOKEN_ENV};
 
 /// Why the flags do not make a configuration.
 #[derive(Debug, thiserror::Error)]

@@ -104,7 +104,11 @@ fn refusal_body(refusal: &Refusal, request_id: &str) -> serde_json::Value {
         "port": refusal.port,
         "request_id": request_id,
     });
-    if let Some(detail) = &refusal.detail {
+    // Every 403 carries the message written for it (docs/reference/answers.md, "The
+    // message"); other refusals keep their detail, when they have one.
+    if status(refusal) == StatusCode::FORBIDDEN {
+        error["message"] = json!(super::message::message(refusal));
+    } else if let Some(detail) = &refusal.detail {
         error["message"] = json!(detail);
     }
     json!({ "error": error })

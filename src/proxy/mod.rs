@@ -6,7 +6,8 @@
 //!   transparent listener hands its HTTP connections here too.
 //! - [`preflight`]: a look at a connection's first request head, so that even a request
 //!   hyper could not parse gets a full refusal.
-//! - [`answer`]: the one place a refusal becomes a response.
+//! - [`answer`]: the one place a refusal becomes a response; `message` writes the
+//!   sentences of every 403 body.
 //! - [`budgeted`]: the upload budget on a request's way upstream: its head taken whole
 //!   or refused, its body cut when the budget is spent.
 //! - [`forward`]: plain HTTP forwarding; [`head`] builds the head upstream sees and
@@ -25,6 +26,7 @@ pub mod forward;
 pub mod head;
 pub mod idle;
 pub(crate) mod intercept;
+pub(crate) mod message;
 pub mod pool;
 pub mod preflight;
 pub mod relay;
