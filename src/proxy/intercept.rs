@@ -14,14 +14,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
+use super::h2_limits;
 use super::pool::Upstream;
 use super::{answer, forward, Body};
 use crate::audit::Via;
@@ -86,6 +87,10 @@ pub(crate) async fn serve<S>(
         // The first request dials again, and answers 502 if it fails the same way.
         Err(e) => tracing::debug!(host = %name, error = %e, "upstream TLS failed"),
     }
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    if h2 {
+        return serve_h2(tls, &inside, &name).await;
+    }
     let service = service_fn(|req: Request<Incoming>| {
         let inside = &inside;
         async move { Ok::<_, Infallible>(handle(req, inside).await) }
@@ -97,6 +102,57 @@ pub(crate) async fn serve<S>(
         .max_buf_size(state.limits.max_header_bytes.max(8192));
     if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
         tracing::debug!(host = %name, error = %e, "intercepted connection ended with an error");
+    }
+}
+
+/// What the streams of an HTTP/2 connection share. Each stream is a task of its own
+/// (hyper's executor spawns it), so it holds the tunnel by `Arc`, not by reference.
+struct Shared {
+    tunnel: Approved,
+    state: Arc<State>,
+    peer: SocketAddr,
+    via: Via,
+    pool: Arc<Upstream>,
+}
+
+impl Shared {
+    fn inside(&self) -> Inside<'_> {
+        Inside {
+            tunnel: &self.tunnel,
+            state: &self.state,
+            peer: self.peer,
+            via: self.via,
+            pool: &self.pool,
+        }
+    }
+}
+
+/// An intercepted connection that chose `h2` (docs/reference/inspection.md, "HTTP/2"):
+/// every stream a request judged and answered by [`handle`], as an HTTP/1.1 request is;
+/// a refused stream gets its 403 and the connection goes on. The limits hold off a
+/// hostile client: at most [`h2_limits::MAX_STREAMS`] streams at once, header lists no
+/// larger than `--max-header-bytes` (CONTINUATION floods end there), and resets a client
+/// provokes or sends bounded (rapid reset).
+async fn serve_h2<S>(tls: S, inside: &Inside<'_>, name: &str)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let shared = Arc::new(Shared {
+        tunnel: inside.tunnel.clone(),
+        state: inside.state.clone(),
+        peer: inside.peer,
+        via: inside.via,
+        pool: inside.pool.clone(),
+    });
+    let service = service_fn(move |req: Request<Incoming>| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(handle(req, &shared.inside()).await) }
+    });
+    let limits = &inside.state.limits;
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    h2_limits::apply(&mut builder, limits.max_header_bytes);
+    if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
+        tracing::debug!(host = %name, error = %e, "intercepted h2 connection ended with an error");
     }
 }
 
