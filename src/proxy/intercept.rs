@@ -13,10 +13,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper::{Request, Response};
+use hyper::{Request, Response, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -167,8 +168,48 @@ async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
         Err(stop) => {
             let url = || Some(inspected_url(&req, &inside.tunnel.target));
             Box::pin(record_stop(state, &client, &stop, url)).await;
-            answer::stop(&stop, &client.request_id)
+            let answer = answer::stop(&stop, &client.request_id);
+            match req.version() {
+                // An h2 stream's unread request body, dropped before its answer is sent,
+                // would reset the stream (CANCEL) and the client would never read the
+                // answer. Held until the answer's end, the stream is closed cleanly
+                // (RST_STREAM NO_ERROR, RFC 9113 8.1) and nothing more of it is read.
+                Version::HTTP_2 => answer.map(|body| Holding::new(body, req.into_body()).boxed()),
+                _ => answer,
+            }
         }
+    }
+}
+
+/// A response body that keeps the request's body alive until the response ends.
+struct Holding {
+    inner: Body,
+    _held: Incoming,
+}
+
+impl Holding {
+    fn new(inner: Body, held: Incoming) -> Holding {
+        Holding { inner, _held: held }
+    }
+}
+
+impl hyper::body::Body for Holding {
+    type Data = bytes::Bytes;
+    type Error = super::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

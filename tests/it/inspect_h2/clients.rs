@@ -15,6 +15,11 @@ async fn curl_over_h2_gets_an_allowed_stream_a_refused_one_and_another_on_one_co
         let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         args.push(s.ca_pem());
         args.extend(["-X".into(), method.into(), s.url(path)]);
+        if method == "POST" {
+            // A body the refusal leaves unread: the stream is still ended cleanly
+            // after its 403 (RST_STREAM NO_ERROR), which curl reads whole.
+            args.extend(["--data-binary".into(), "secret data".into()]);
+        }
         args.extend([
             "-w".into(),
             "%{http_version} %{http_code} %{num_connects}\\n".into(),
