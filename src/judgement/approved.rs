@@ -13,7 +13,7 @@ use crate::policy::{Decision, NormalPath, RequestPolicy, Target};
 use crate::session::Session;
 
 /// A request the policy allowed, with the addresses that passed the address check.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Approved {
     pub target: Target,
     pub addrs: Vec<CheckedAddr>,

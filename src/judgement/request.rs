@@ -2,7 +2,7 @@
 //! `Host` check, and the `X-Network-Policy` header (step 3's input).
 
 use hyper::header::{HeaderMap, HeaderName, HOST};
-use hyper::{Method, Request};
+use hyper::{Method, Request, Version};
 
 use crate::policy::{normalize_path, Host, NormalPath, Reason, RequestPolicy, Target};
 
@@ -99,6 +99,16 @@ pub fn inner_target<B>(req: &Request<B>, tunnel: &Target) -> Result<Target, Refu
             .with_detail("the request names another host than the tunnel's CONNECT host")
     };
     if req.method() == Method::CONNECT {
+        // An h2 stream is a request whose method the rules judge: `CONNECT` is never
+        // one they allow (docs/reference/inspection.md, "HTTP/2").
+        if req.version() == Version::HTTP_2 {
+            return Err(Refusal::new(
+                Reason::MethodNotAllowed,
+                tunnel.host.to_string(),
+                tunnel.port,
+            )
+            .with_detail("CONNECT inside a tunnel is refused"));
+        }
         return Err(Refusal::malformed("CONNECT inside a tunnel is refused"));
     }
     if let Some(authority) = req.uri().authority() {
@@ -109,6 +119,11 @@ pub fn inner_target<B>(req: &Request<B>, tunnel: &Target) -> Result<Target, Refu
         }
     }
     if !req.headers().contains_key(HOST) {
+        // An h2 request names its host in `:authority` (checked above), and `Host` is
+        // optional.
+        if req.version() == Version::HTTP_2 && req.uri().authority().is_some() {
+            return Ok(tunnel.clone());
+        }
         return Err(
             Refusal::new(Reason::InvalidRequest, tunnel.host.to_string(), tunnel.port)
                 .with_detail("a request inside a tunnel needs a Host header"),

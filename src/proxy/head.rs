@@ -57,6 +57,10 @@ pub fn rewrite(parts: &mut Parts, approved: &Approved) {
         _ => None,
     };
     parts.uri = origin_form(&parts.uri, judged);
+    // An h2 stream goes upstream as HTTP/1.1 (docs/reference/inspection.md, "HTTP/2").
+    if parts.version == Version::HTTP_2 {
+        parts.version = Version::HTTP_11;
+    }
 }
 
 /// Make `parts`, already rewritten for upstream, a request to a parent proxy for

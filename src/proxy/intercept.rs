@@ -13,15 +13,17 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper::{Request, Response};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper::{Request, Response, Version};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
+use super::h2_limits;
 use super::pool::Upstream;
 use super::{answer, forward, Body};
 use crate::audit::Via;
@@ -86,6 +88,10 @@ pub(crate) async fn serve<S>(
         // The first request dials again, and answers 502 if it fails the same way.
         Err(e) => tracing::debug!(host = %name, error = %e, "upstream TLS failed"),
     }
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    if h2 {
+        return serve_h2(tls, &inside, &name).await;
+    }
     let service = service_fn(|req: Request<Incoming>| {
         let inside = &inside;
         async move { Ok::<_, Infallible>(handle(req, inside).await) }
@@ -100,6 +106,57 @@ pub(crate) async fn serve<S>(
     }
 }
 
+/// What the streams of an HTTP/2 connection share. Each stream is a task of its own
+/// (hyper's executor spawns it), so it holds the tunnel by `Arc`, not by reference.
+struct Shared {
+    tunnel: Approved,
+    state: Arc<State>,
+    peer: SocketAddr,
+    via: Via,
+    pool: Arc<Upstream>,
+}
+
+impl Shared {
+    fn inside(&self) -> Inside<'_> {
+        Inside {
+            tunnel: &self.tunnel,
+            state: &self.state,
+            peer: self.peer,
+            via: self.via,
+            pool: &self.pool,
+        }
+    }
+}
+
+/// An intercepted connection that chose `h2` (docs/reference/inspection.md, "HTTP/2"):
+/// every stream a request judged and answered by [`handle`], as an HTTP/1.1 request is;
+/// a refused stream gets its 403 and the connection goes on. The limits hold off a
+/// hostile client: at most [`h2_limits::MAX_STREAMS`] streams at once, header lists no
+/// larger than `--max-header-bytes` (CONTINUATION floods end there), and resets a client
+/// provokes or sends bounded (rapid reset).
+async fn serve_h2<S>(tls: S, inside: &Inside<'_>, name: &str)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let shared = Arc::new(Shared {
+        tunnel: inside.tunnel.clone(),
+        state: inside.state.clone(),
+        peer: inside.peer,
+        via: inside.via,
+        pool: inside.pool.clone(),
+    });
+    let service = service_fn(move |req: Request<Incoming>| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(handle(req, &shared.inside()).await) }
+    });
+    let limits = &inside.state.limits;
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    h2_limits::apply(&mut builder, limits.max_header_bytes);
+    if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
+        tracing::debug!(host = %name, error = %e, "intercepted h2 connection ended with an error");
+    }
+}
+
 /// One request inside: judge it, then forward it or refuse it.
 async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
     let state = inside.state;
@@ -111,8 +168,48 @@ async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
         Err(stop) => {
             let url = || Some(inspected_url(&req, &inside.tunnel.target));
             Box::pin(record_stop(state, &client, &stop, url)).await;
-            answer::stop(&stop, &client.request_id)
+            let answer = answer::stop(&stop, &client.request_id);
+            match req.version() {
+                // An h2 stream's unread request body, dropped before its answer is sent,
+                // would reset the stream (CANCEL) and the client would never read the
+                // answer. Held until the answer's end, the stream is closed cleanly
+                // (RST_STREAM NO_ERROR, RFC 9113 8.1) and nothing more of it is read.
+                Version::HTTP_2 => answer.map(|body| Holding::new(body, req.into_body()).boxed()),
+                _ => answer,
+            }
         }
+    }
+}
+
+/// A response body that keeps the request's body alive until the response ends.
+struct Holding {
+    inner: Body,
+    _held: Incoming,
+}
+
+impl Holding {
+    fn new(inner: Body, held: Incoming) -> Holding {
+        Holding { inner, _held: held }
+    }
+}
+
+impl hyper::body::Body for Holding {
+    type Data = bytes::Bytes;
+    type Error = super::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

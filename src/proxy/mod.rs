@@ -17,12 +17,14 @@
 //!   their bytes (on Linux bulk bytes go through `splice`, socket to pipe to socket,
 //!   read in batches), [`idle`] watches for quiet ones.
 //! - `intercept`: tunnels to inspected hosts, their TLS terminated with a leaf from
-//!   the CA, each request inside judged and forwarded like any other.
+//!   the CA, each request inside (HTTP/1.1, or each stream of h2) judged and forwarded
+//!   like any other; `h2_limits` bounds what an h2 client may make the proxy hold.
 
 pub mod answer;
 pub mod budgeted;
 pub(crate) mod conn;
 pub mod forward;
+pub(crate) mod h2_limits;
 pub mod head;
 pub mod idle;
 pub(crate) mod intercept;

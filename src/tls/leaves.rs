@@ -95,8 +95,9 @@ impl Leaves {
             .with_no_client_auth()
             .with_single_cert(chain, key)
             .map_err(|e| TlsError::Other(format!("leaf certificate for {name}: {e}")))?;
-        // The client side never negotiates h2: requests inside are read as HTTP/1.1.
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // h2 first, as clients list it; a client offering neither reads HTTP/1.1
+        // (docs/reference/inspection.md, "HTTP/2").
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(config)
     }
 }

@@ -244,10 +244,27 @@ async fn an_upstream_certificate_that_does_not_verify_is_a_502() {
 }
 
 #[tokio::test]
-async fn the_client_side_offers_http1_only() {
+async fn the_client_side_offers_h2_and_http1() {
     let s = Setup::start(READ_ONLY).await;
     let inner = s.inner().await;
-    assert_eq!(inner.alpn().as_deref(), Some(&b"http/1.1"[..]));
+    assert_eq!(
+        inner.alpn().as_deref(),
+        Some(&b"http/1.1"[..]),
+        "offered http/1.1 alone"
+    );
+    let port = s.bed.origin.port();
+    for (offer, chosen) in [
+        (&[&b"h2"[..], b"http/1.1"][..], &b"h2"[..]),
+        (&[&b"http/1.1"[..], b"h2"][..], &b"h2"[..]),
+    ] {
+        let authority = format!("secure.test:{port}");
+        let (answer, conn) =
+            crate::support::client::connect_via_proxy(s.proxy.addr, &authority, &[]).await;
+        assert_eq!(answer.status, 200);
+        let trust = crate::support::tls::ca_cert(&s.bed.ca);
+        let inner = Inner::handshake_offering(conn, "secure.test", trust, offer).await;
+        assert_eq!(inner.alpn().as_deref(), Some(chosen), "offered {offer:?}");
+    }
 }
 
 #[tokio::test]

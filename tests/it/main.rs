@@ -29,6 +29,7 @@ mod forward;
 mod idle;
 mod inspect;
 mod inspect_git;
+mod inspect_h2;
 mod layers;
 mod lifecycle;
 mod limits;

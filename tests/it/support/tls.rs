@@ -74,10 +74,21 @@ impl Inner {
         Inner::handshake(conn, host, trust).await
     }
 
-    /// TLS as `host` over an open tunnel.
+    /// TLS as `host` over an open tunnel, offering `http/1.1` (the requests of
+    /// [`Inner::request`] are HTTP/1.1).
     pub async fn handshake(conn: Conn, host: &str, trust: CertificateDer<'static>) -> Inner {
+        Inner::handshake_offering(conn, host, trust, &[b"http/1.1"]).await
+    }
+
+    /// TLS as `host` over an open tunnel, offering `alpn` in that order.
+    pub async fn handshake_offering(
+        conn: Conn,
+        host: &str,
+        trust: CertificateDer<'static>,
+        alpn: &[&[u8]],
+    ) -> Inner {
         let mut config = tls_config(trust);
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
         let name = ServerName::try_from(host.to_string()).expect("server name");
         let tls = within(
