@@ -29,6 +29,9 @@ use crate::session::{self, AuthError, Session};
 pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Result<Approved, Stop> {
     request::head_within(req, state.limits.max_header_bytes)?;
     let target = request::target(req)?;
+    if req.method() != hyper::Method::CONNECT {
+        request::upgrade(req, &target)?;
+    }
     refuse_while_unaudited(state, &target)?;
     let policies = state.policies();
     let session = credentials(req, state, &target).await?;
@@ -87,6 +90,7 @@ pub async fn judge_inner<B>(
     let session = tunnel.session.clone();
     let tag = |r: Refusal| r.in_session(&session);
     let target = request::inner_target(req, &tunnel.target).map_err(tag)?;
+    request::upgrade(req, &target).map_err(tag)?;
     refuse_while_unaudited(state, &target)?;
     let policies = tunnel.policies.clone();
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;

@@ -207,6 +207,32 @@ pub fn audit_allowed(
     state.audit.write_detached(rec);
 }
 
+/// A WebSocket's record when it opens (`websocket.opened`, no bytes) or closes
+/// (`websocket.closed`, the bytes each way), whatever `--audit-allowed` says
+/// (docs/reference/audit-log.md). Written from code that cannot wait, as
+/// [`audit_allowed`].
+pub fn audit_websocket(
+    state: &State,
+    client: &Client,
+    approved: &Approved,
+    event: &'static str,
+    dialed: Option<SocketAddr>,
+    url: Option<String>,
+    bytes: Option<(u64, u64)>,
+) {
+    let target = &approved.target;
+    let mut rec = record(event, client, target.host.to_string(), Some(target.port));
+    set_url(&mut rec, url);
+    rec.session = approved.session.as_ref().map(|s| s.id.clone());
+    rec.rule = approved.decision.rule.as_deref().map(str::to_owned);
+    rec.policy_level = Some(approved.decision.level.as_str());
+    rec.shared_hosting = approved.decision.shared_hosting;
+    rec.resolved_ip = dialed.map(|d| d.ip().to_string());
+    rec.bytes_up = bytes.map(|b| b.0);
+    rec.bytes_down = bytes.map(|b| b.1);
+    state.audit.write_detached(rec);
+}
+
 /// The one record of an allowed request or tunnel that the upload budget cut short
 /// (`refusal` says which budget): an `egress.denied` record with the bytes it carried,
 /// written instead of its allowed record, whatever `--audit-allowed` says. Written from

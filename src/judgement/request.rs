@@ -1,7 +1,7 @@
 //! Reading what a request asks for: its target (step 1 of the order of judgement), the
 //! `Host` check, and the `X-Network-Policy` header (step 3's input).
 
-use hyper::header::{HeaderMap, HeaderName, HOST};
+use hyper::header::{HeaderMap, HeaderName, HOST, UPGRADE};
 use hyper::{Method, Request, Version};
 
 use crate::policy::{normalize_path, Host, NormalPath, Reason, RequestPolicy, Target};
@@ -34,6 +34,26 @@ pub fn head_within<B>(req: &Request<B>, max: usize) -> Result<(), Refusal> {
         )));
     }
     Ok(())
+}
+
+/// The one upgrade the proxy passes on is a WebSocket's (docs/reference/inspection.md,
+/// "WebSocket"): a request asking for any other (`h2c`, anything else) is refused
+/// `invalid_request`, rather than forwarded without it.
+pub fn upgrade<B>(req: &Request<B>, target: &Target) -> Result<(), Refusal> {
+    let Some(value) = req.headers().get(UPGRADE) else {
+        return Ok(());
+    };
+    let websocket = req.method() == Method::GET
+        && req.headers().get_all(UPGRADE).iter().count() == 1
+        && value.as_bytes().eq_ignore_ascii_case(b"websocket");
+    if websocket {
+        return Ok(());
+    }
+    Err(
+        Refusal::new(Reason::InvalidRequest, target.host.to_string(), target.port).with_detail(
+            "the only upgrade passed on is a WebSocket's (GET with `Upgrade: websocket`)",
+        ),
+    )
 }
 
 /// The destination of a request: an absolute-form `http://` URL, or a `CONNECT`

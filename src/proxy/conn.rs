@@ -16,7 +16,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::{answer, forward, pool, preflight, tunnel, Body};
+use super::{answer, forward, pool, preflight, tunnel, websocket, Body};
 use crate::audit::Via;
 use crate::judgement::judge;
 use crate::judgement::record::{
@@ -202,6 +202,10 @@ fn handle(
                 // Boxed: a tunnel opens once per connection, and its future is larger
                 // than a forwarded request's.
                 Box::pin(tunnel::open(req, approved, state, client, done, upstream)).await
+            }
+            // Boxed: rare, and its future holds the whole handshake.
+            _ if websocket::asked(&req) => {
+                Box::pin(websocket::forward(req, approved, state, client, upstream)).await
             }
             // Counted by `forward` once its head is paid for.
             _ => forward::forward(req, approved, state, client, &upstream).await,

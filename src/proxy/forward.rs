@@ -234,7 +234,7 @@ async fn refuse(
 
 /// The record's `url` of a request to `approved`: as the client sent it, or for a
 /// request read inside an intercepted tunnel, `https://` and the tunnel's authority.
-fn record_url(uri: &Uri, approved: &Approved) -> String {
+pub(super) fn record_url(uri: &Uri, approved: &Approved) -> String {
     match &approved.upstream_tls {
         None => uri.to_string(),
         Some(_) => inspected_url_of(uri, &approved.target),
@@ -242,7 +242,10 @@ fn record_url(uri: &Uri, approved: &Approved) -> String {
 }
 
 /// The parent proxy `approved` goes through and what it is asked for, if any.
-fn parent_route<'s>(state: &'s State, approved: &Approved) -> Option<(&'s Parent, String)> {
+pub(super) fn parent_route<'s>(
+    state: &'s State,
+    approved: &Approved,
+) -> Option<(&'s Parent, String)> {
     let parent = state.parent.as_deref()?;
     let target = &approved.target;
     Some((
@@ -263,7 +266,7 @@ fn parent_unreachable(route: &Option<(&Parent, String)>, e: DialError) -> DialEr
     }
 }
 
-fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
+pub(super) fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
     match e {
         SendError::Dial(e) => Failure::dial(&approved.target, e),
         SendError::Tls(e) => {

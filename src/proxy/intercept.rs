@@ -25,7 +25,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::h2_limits;
 use super::pool::Upstream;
-use super::{answer, forward, Body};
+use super::{answer, forward, websocket, Body};
 use crate::audit::Via;
 use crate::judgement::approved::Approved;
 use crate::judgement::judge;
@@ -52,7 +52,8 @@ pub(crate) async fn serve<S>(
     dialed: CheckedAddr,
     inside: Inside<'_>,
 ) where
-    S: AsyncRead + AsyncWrite + Unpin,
+    // Sent and kept: a WebSocket's upgrade hands the connection over.
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let state = inside.state;
     let Some(interception) = state.interception.as_ref() else {
@@ -101,7 +102,10 @@ pub(crate) async fn serve<S>(
         .timer(TokioTimer::new())
         .header_read_timeout(state.limits.header_timeout)
         .max_buf_size(state.limits.max_header_bytes.max(8192));
-    if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
+    let served = builder
+        .serve_connection(TokioIo::new(tls), service)
+        .with_upgrades();
+    if let Err(e) = served.await {
         tracing::debug!(host = %name, error = %e, "intercepted connection ended with an error");
     }
 }
@@ -164,6 +168,17 @@ async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
     tracing::debug!(request_id = %client.request_id, host = %inside.tunnel.target.host, method = %req.method(), path = req.uri().path(), "a request inside an intercepted tunnel");
     match judge::judge_inner(&req, inside.tunnel, state, &client).await {
         // Counted by `forward` once its head is paid for.
+        Ok(approved) if websocket::asked(&req) => {
+            let pool = inside.pool.clone();
+            Box::pin(websocket::forward(
+                req,
+                approved,
+                state.clone(),
+                client,
+                pool,
+            ))
+            .await
+        }
         Ok(approved) => forward::forward(req, approved, state.clone(), client, inside.pool).await,
         Err(stop) => {
             let url = || Some(inspected_url(&req, &inside.tunnel.target));

@@ -16,6 +16,8 @@
 //! - [`tunnel`]: `CONNECT` tunnels (and the transparent listener's); [`relay`] copies
 //!   their bytes (on Linux bulk bytes go through `splice`, socket to pipe to socket,
 //!   read in batches), [`idle`] watches for quiet ones.
+//! - `websocket`: an allowed `Upgrade: websocket` forwarded with its upgrade, then
+//!   relayed with its bytes up drawn from the upload budget.
 //! - `intercept`: tunnels to inspected hosts, their TLS terminated with a leaf from
 //!   the CA, each request inside (HTTP/1.1, or each stream of h2) judged and forwarded
 //!   like any other; `h2_limits` bounds what an h2 client may make the proxy hold.
@@ -35,6 +37,7 @@ pub mod relay;
 #[cfg(target_os = "linux")]
 pub mod splice;
 pub mod tunnel;
+pub(crate) mod websocket;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;

@@ -293,7 +293,9 @@ where
 {
     let (sender, conn) = http1::handshake(io).await?;
     tokio::spawn(async move {
-        if let Err(e) = conn.await {
+        // With upgrades: a WebSocket's `101` hands the connection over
+        // (`super::websocket`); every other exchange is unchanged.
+        if let Err(e) = conn.with_upgrades().await {
             tracing::debug!(upstream = %addr.addr(), error = %e, "upstream connection ended with an error");
         }
     });

@@ -225,7 +225,7 @@ async fn admit_first<D>(
     of: FirstBytesOf<'_>,
 ) -> Result<Admitted<D>, Refusal>
 where
-    D: AsyncRead + AsyncWrite + Unpin,
+    D: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let approved = of.approved;
     let limits = &of.state.limits;

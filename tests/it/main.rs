@@ -52,3 +52,4 @@ mod timeouts;
 mod transparent;
 mod upstream_pool;
 mod watch;
+mod websocket;

@@ -10,6 +10,7 @@
 //! - [`sessions`]: the control-plane proxy of the session tests, and their checks.
 //! - [`redis`]: a real `redis-server` on loopback, for the shared session store.
 //! - [`squid`]: a real parent proxy (squid) on loopback, and its access log.
+//! - [`ws_origin`]: a real WebSocket echo origin (Python's websockets) on loopback.
 //! - [`sshd`]: a real OpenSSH server on loopback, and ssh through SOCKS5 with `nc -X 5`.
 
 // Each test module uses a different subset of the helpers.
@@ -29,6 +30,7 @@ pub mod sessions;
 pub mod squid;
 pub mod sshd;
 pub mod tls;
+pub mod ws_origin;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,0 +1,126 @@
+//! WebSocket through the proxy (docs/reference/inspection.md, "WebSocket"): an allowed
+//! `Upgrade: websocket` is forwarded with its upgrade and relayed after the `101`, its
+//! bytes up paid from the upload budget, audited when it opens and when it closes; a
+//! refused path never reaches the origin; every other upgrade is `invalid_request`. The
+//! origin is a real one (Python's websockets); so is the client inside TLS.
+//!
+//! - [`inspected`]: `wss://` inside an intercepted tunnel: echo, a refused path, the
+//!   budget.
+//! - [`plain`]: an absolute-form `ws://` request, and an `h2c` upgrade refused.
+
+mod inspected;
+mod plain;
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::Duration;
+
+use crate::support::org::Org;
+use crate::support::proxy::{Proxy, ProxyBuilder};
+use crate::support::tls::ca_init;
+use crate::support::unique_temp_dir;
+use crate::support::ws_origin::WsOrigin;
+
+/// The entry that allows the echo path (and nothing else) on `secure.test`: a path rule,
+/// so its tunnels are intercepted.
+const ECHO_ONLY: &str = r#"{ host = "secure.test", paths = ["/echo"] }"#;
+
+/// A `wss://` origin for `secure.test` with a certificate of the test's own, and a
+/// proxy inspecting it under [`ECHO_ONLY`] (with `budget`, the request policy's
+/// `max_upload_bytes`).
+struct Setup {
+    origin: WsOrigin,
+    proxy: Proxy,
+    ca: PathBuf,
+}
+
+impl Setup {
+    async fn start(budget: Option<u64>) -> Setup {
+        let dir = unique_temp_dir("websocket");
+        let certified = rcgen::generate_simple_self_signed(vec!["secure.test".into()]).unwrap();
+        let (cert, key) = (dir.join("origin.pem"), dir.join("origin-key.pem"));
+        std::fs::write(&cert, certified.cert.pem()).unwrap();
+        std::fs::write(&key, certified.key_pair.serialize_pem()).unwrap();
+        let origin = WsOrigin::tls(&cert, &key);
+        let ca_dir = ca_init(&dir);
+        let org = Org::new()
+            .allow_entry(ECHO_ONLY)
+            .ports(&[origin.port])
+            .loopback()
+            .to_toml();
+        let mut policy = serde_json::json!({"type": "allowlist",
+            "allowed_domains": [{"host": "secure.test", "paths": ["/echo"]}]});
+        if let Some(bytes) = budget {
+            policy["max_upload_bytes"] = bytes.into();
+        }
+        let proxy = ProxyBuilder::new(org)
+            .policy(policy.to_string())
+            .pin("secure.test")
+            .arg("--ca")
+            .arg(ca_dir.to_str().unwrap())
+            .arg("--upstream-ca")
+            .arg(cert.to_str().unwrap())
+            .start()
+            .await;
+        Setup {
+            origin,
+            proxy,
+            ca: ca_dir.join("ca.pem"),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("wss://secure.test:{}{path}", self.origin.port)
+    }
+}
+
+/// Connect to URL through PROXY trusting CA, send N messages of SIZE bytes, each read
+/// back; print `echoed N`, `refused STATUS REASON`, or `ended AFTER ERROR` when the
+/// connection ended after AFTER echoes.
+const CLIENT: &str = r#"
+import ssl, sys
+from websockets.sync.client import connect
+from websockets.exceptions import InvalidStatus
+proxy, ca, url, n, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+ctx = ssl.create_default_context(cafile=ca)
+done = 0
+try:
+    # No compression: the bytes on the wire are the bytes sent, for the budget.
+    with connect(url, proxy=proxy, ssl=ctx, open_timeout=10, close_timeout=2, compression=None) as ws:
+        for i in range(n):
+            ws.send("x" * size)
+            assert len(ws.recv(timeout=10)) == size
+            done += 1
+    print("echoed", done)
+except InvalidStatus as e:
+    print("refused", e.response.status_code, e.response.headers.get("x-egress-denied"))
+except Exception as e:
+    print("ended", done, type(e).__name__)
+"#;
+
+/// Run [`CLIENT`] on a blocking thread, bounded.
+async fn client(s: &Setup, path: &str, n: usize, size: usize) -> Output {
+    let args = vec![
+        "-c".to_string(),
+        CLIENT.to_string(),
+        format!("http://{}", s.proxy.addr),
+        s.ca.display().to_string(),
+        s.url(path),
+        n.to_string(),
+        size.to_string(),
+    ];
+    let run = move || std::process::Command::new("python3").args(args).output();
+    tokio::time::timeout(Duration::from_secs(60), tokio::task::spawn_blocking(run))
+        .await
+        .expect("the client ends in time")
+        .expect("the client's thread")
+        .expect("run python3")
+}
+
+fn said(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
