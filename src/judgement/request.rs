@@ -43,6 +43,11 @@ pub fn upgrade<B>(req: &Request<B>, target: &Target) -> Result<(), Refusal> {
     let Some(value) = req.headers().get(UPGRADE) else {
         return Ok(());
     };
+    if !asks_upgrade(req.headers()) {
+        // `Upgrade` without `Connection: upgrade` asks for nothing: it is removed with
+        // the other hop-by-hop headers.
+        return Ok(());
+    }
     let websocket = req.method() == Method::GET
         && req.headers().get_all(UPGRADE).iter().count() == 1
         && value.as_bytes().eq_ignore_ascii_case(b"websocket");
@@ -54,6 +59,16 @@ pub fn upgrade<B>(req: &Request<B>, target: &Target) -> Result<(), Refusal> {
             "the only upgrade passed on is a WebSocket's (GET with `Upgrade: websocket`)",
         ),
     )
+}
+
+/// Whether `Connection` names `upgrade`: the request asks to switch protocols.
+pub fn asks_upgrade(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"))
 }
 
 /// The destination of a request: an absolute-form `http://` URL, or a `CONNECT`

@@ -136,8 +136,11 @@ async fn allowed_origin_receives_origin_form_targets_only() {
     }
 }
 
+/// A WebSocket handshake is forwarded with its upgrade (docs/reference/inspection.md,
+/// "WebSocket"), but only upstream's `101` opens anything: an origin that answers 200
+/// leaves a plain request, and the bytes after it are read as a request of their own.
 #[tokio::test]
-async fn upgrade_request_is_not_turned_into_a_tunnel() {
+async fn an_upgrade_that_upstream_declines_is_not_turned_into_a_tunnel() {
     let origin = Origin::start().await;
     let proxy = ProxyBuilder::standard(origin.port()).start().await;
     let p = origin.port();
@@ -149,13 +152,7 @@ async fn upgrade_request_is_not_turned_into_a_tunnel() {
     let resp = conn.read_response().await;
     assert_eq!(resp.status, 200, "{resp:?}\n{}", proxy.diagnostics());
     let seen = &origin.requests()[0];
-    assert_eq!(seen.header("upgrade"), None, "{seen:?}");
-    assert!(
-        seen.header_all("connection")
-            .iter()
-            .all(|v| !v.to_ascii_lowercase().contains("upgrade")),
-        "{seen:?}"
-    );
+    assert_eq!(seen.header("upgrade"), Some("websocket"), "{seen:?}");
     // What would travel in a tunnel is read by the proxy as a new (origin-form, so
     // refused) request: it never reaches the origin.
     conn.send_lossy(b"GET /inside HTTP/1.1\r\nHost: evil.test\r\nConnection: close\r\n\r\n")
