@@ -57,9 +57,11 @@ pub fn rewrite(parts: &mut Parts, approved: &Approved) {
         _ => None,
     };
     parts.uri = origin_form(&parts.uri, judged);
-    // An h2 stream goes upstream as HTTP/1.1 (docs/reference/inspection.md, "HTTP/2").
+    // An h2 stream's head is built (and paid for) as HTTP/1.1's, and goes upstream over
+    // h2 where the origin offers it (docs/reference/inspection.md, "HTTP/2").
     if parts.version == Version::HTTP_2 {
         parts.version = Version::HTTP_11;
+        parts.extensions.insert(super::sender::WantsH2);
     }
 }
 

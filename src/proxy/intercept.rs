@@ -80,16 +80,16 @@ pub(crate) async fn serve<S>(
         Err(_) => return,
     };
     let tls_name: Arc<str> = Arc::from(name.as_str());
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
     match inside
         .pool
-        .handshake(upstream, dialed, Some(&tls_name))
+        .handshake(upstream, dialed, Some(&tls_name), h2)
         .await
     {
         Ok(lease) => inside.pool.put_back(lease),
         // The first request dials again, and answers 502 if it fails the same way.
         Err(e) => tracing::debug!(host = %name, error = %e, "upstream TLS failed"),
     }
-    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
     if h2 {
         return serve_h2(tls, &inside, &name).await;
     }

@@ -12,7 +12,7 @@
 //!   or refused, its body cut when the budget is spent.
 //! - [`forward`]: plain HTTP forwarding; [`head`] builds the head upstream sees and
 //!   counts its bytes; [`pool`] keeps each worker's upstream connections open between
-//!   requests.
+//!   requests; `sender` is one connection's request side, HTTP/1.1 or h2.
 //! - [`tunnel`]: `CONNECT` tunnels (and the transparent listener's); [`relay`] copies
 //!   their bytes (on Linux bulk bytes go through `splice`, socket to pipe to socket,
 //!   read in batches), [`idle`] watches for quiet ones.
@@ -34,6 +34,7 @@ pub(crate) mod message;
 pub mod pool;
 pub mod preflight;
 pub mod relay;
+pub(crate) mod sender;
 #[cfg(target_os = "linux")]
 pub mod splice;
 pub mod tunnel;

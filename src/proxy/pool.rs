@@ -16,13 +16,14 @@ use std::time::{Duration, Instant};
 use foldhash::fast::RandomState;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::{Body as _, Incoming};
-use hyper::client::conn::http1::{self, SendRequest};
+use hyper::client::conn::{http1, http2};
 use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+use super::sender::{Sender, WantsH2};
 use super::Body;
 use crate::net::dial::{dial, CheckedAddr, DialError};
 use crate::net::parent::Parent;
@@ -58,6 +59,8 @@ pub enum SendError {
 struct Key {
     addr: SocketAddr,
     tls: Option<Arc<str>>,
+    /// Made for h2 streams: its TLS offered h2 ([`WantsH2`]).
+    h2: bool,
 }
 
 /// A parent proxy a new connection goes through, and the authority it is asked for.
@@ -70,9 +73,10 @@ pub struct Via<'a> {
 /// A connection lent to one exchange; [`Upstream::put_back`] keeps it for the next
 /// once the response body has been read to its end.
 pub struct Lease {
-    sender: SendRequest<Body>,
+    sender: Sender,
     addr: CheckedAddr,
     tls: Option<Arc<str>>,
+    h2: bool,
 }
 
 impl Lease {
@@ -83,7 +87,7 @@ impl Lease {
 }
 
 struct Idle {
-    sender: SendRequest<Body>,
+    sender: Sender,
     since: Instant,
 }
 
@@ -92,15 +96,23 @@ pub struct Upstream {
     connect_timeout: Duration,
     /// The client side of TLS to inspected hosts (`serve --ca`); `None` without it.
     tls: Option<TlsConnector>,
+    /// The same, offering h2 as well, for the connections of h2 streams.
+    tls_h2: Option<TlsConnector>,
     idle: Mutex<HashMap<Key, Vec<Idle>, RandomState>>,
 }
 
 impl Upstream {
     /// A pool that can also speak TLS to upstream, with `tls`.
     pub fn with_tls(connect_timeout: Duration, tls: Option<Arc<rustls::ClientConfig>>) -> Upstream {
+        let tls_h2 = tls.as_ref().map(|config| {
+            let mut config = (**config).clone();
+            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+            TlsConnector::from(Arc::new(config))
+        });
         Upstream {
             connect_timeout,
             tls: tls.map(TlsConnector::from),
+            tls_h2,
             idle: Mutex::new(HashMap::with_hasher(RandomState::default())),
         }
     }
@@ -130,14 +142,23 @@ impl Upstream {
         async move {
             // A kept-open connection that upstream closed meanwhile gives the request
             // back unsent; it then goes to the next one, or to a new connection.
-            while let Some((mut sender, addr, idle)) = self.checkout(addrs, tls) {
+            let h2 = req.extensions().get::<WantsH2>().is_some();
+            while let Some((mut sender, addr, idle)) = self.checkout(addrs, tls, h2) {
                 let again = (idle >= RETRY_AFTER_IDLE)
                     .then(|| retry_copy(&req).map(Box::new))
                     .flatten();
-                match sender.try_send_request(req).await {
+                match sender.try_send(req).await {
                     Ok(resp) => {
                         let tls = tls.cloned();
-                        return Ok((resp, Lease { sender, addr, tls }));
+                        return Ok((
+                            resp,
+                            Lease {
+                                sender,
+                                addr,
+                                tls,
+                                h2,
+                            },
+                        ));
                     }
                     Err(mut e) => match (e.take_message(), again) {
                         (Some(unsent), _) => req = unsent,
@@ -153,8 +174,8 @@ impl Upstream {
             // Boxed: a new connection is rare on the request path, and the dial's and
             // handshake's futures (TLS included) would otherwise be part of every
             // request's.
-            let mut lease = Box::pin(self.connect(addrs, tls, via)).await?;
-            let resp = lease.sender.send_request(req).await?;
+            let mut lease = Box::pin(self.connect(addrs, tls, via, h2)).await?;
+            let resp = lease.sender.send(req).await?;
             Ok((resp, lease))
         }
     }
@@ -166,6 +187,7 @@ impl Upstream {
         addrs: &[CheckedAddr],
         tls: Option<&Arc<str>>,
         via: Option<Via<'_>>,
+        h2: bool,
     ) -> Result<Lease, SendError> {
         let (stream, addr) = match (via, addrs.first()) {
             (Some(via), Some(&first)) => {
@@ -174,21 +196,24 @@ impl Upstream {
             }
             _ => dial(addrs, self.connect_timeout).await?,
         };
-        self.handshake(stream, addr, tls).await
+        self.handshake(stream, addr, tls, h2).await
     }
 
     /// Start HTTP/1.1 (over TLS verified for `tls`, when given) on a connection made to
-    /// the checked address `addr`.
+    /// the checked address `addr`; with `h2`, over TLS that offers h2 too, and h2 when
+    /// upstream takes it.
     pub async fn handshake(
         &self,
         stream: TcpStream,
         addr: CheckedAddr,
         tls: Option<&Arc<str>>,
+        h2: bool,
     ) -> Result<Lease, SendError> {
         let sender = match tls {
             None => spawn_http1(TokioIo::new(stream), addr).await?,
             Some(name) => {
-                let connector = self.tls.as_ref().ok_or_else(|| {
+                let connector = if h2 { &self.tls_h2 } else { &self.tls };
+                let connector = connector.as_ref().ok_or_else(|| {
                     SendError::Tls(std::io::Error::other("no TLS client configured"))
                 })?;
                 let server_name = ServerName::try_from(name.to_string())
@@ -203,13 +228,17 @@ impl Upstream {
                         ))
                     })?
                     .map_err(SendError::Tls)?;
-                spawn_http1(TokioIo::new(tls_stream), addr).await?
+                match tls_stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                    true => spawn_http2(TokioIo::new(tls_stream), addr).await?,
+                    false => spawn_http1(TokioIo::new(tls_stream), addr).await?,
+                }
             }
         };
         Ok(Lease {
             sender,
             addr,
             tls: tls.cloned(),
+            h2,
         })
     }
 
@@ -222,9 +251,12 @@ impl Upstream {
         let key = Key {
             addr: lease.addr.addr(),
             tls: lease.tls,
+            h2: lease.h2,
         };
         let list = idle.entry(key).or_default();
-        if list.len() < MAX_IDLE_PER_ADDR {
+        // An h2 connection stays in the list while lent: this is one of its handles.
+        let shared = lease.sender.is_shared() && list.iter().any(|e| e.sender.is_shared());
+        if !shared && list.len() < MAX_IDLE_PER_ADDR {
             list.push(Idle {
                 sender: lease.sender,
                 since: Instant::now(),
@@ -247,16 +279,28 @@ impl Upstream {
         &self,
         addrs: &[CheckedAddr],
         tls: Option<&Arc<str>>,
-    ) -> Option<(SendRequest<Body>, CheckedAddr, Duration)> {
+        h2: bool,
+    ) -> Option<(Sender, CheckedAddr, Duration)> {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         for &addr in addrs {
             let key = Key {
                 addr: addr.addr(),
                 tls: tls.cloned(),
+                h2,
             };
             let Some(list) = idle.get_mut(&key) else {
                 continue;
             };
+            // An h2 connection serves every stream at once: lent as another handle,
+            // and kept.
+            list.retain(|e| !(e.sender.is_shared() && e.sender.is_closed()));
+            if let Some(entry) = list.iter_mut().find(|e| e.sender.is_shared()) {
+                let idle = entry.since.elapsed();
+                entry.since = Instant::now();
+                if let Some(shared) = entry.sender.share() {
+                    return Some((shared, addr, idle));
+                }
+            }
             let mut busy = Vec::new();
             let mut found = None;
             while let Some(entry) = list.pop() {
@@ -286,8 +330,25 @@ impl Upstream {
     }
 }
 
+/// h2 over `io` (TLS that chose it), its connection driven by a task of its own.
+async fn spawn_http2<I>(io: I, addr: CheckedAddr) -> Result<Sender, SendError>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .handshake(io)
+        .await?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(upstream = %addr.addr(), error = %e, "upstream h2 connection ended with an error");
+        }
+    });
+    Ok(Sender::H2(sender))
+}
+
 /// HTTP/1.1 over `io`, its connection driven by a task of its own.
-async fn spawn_http1<I>(io: I, addr: CheckedAddr) -> Result<SendRequest<Body>, SendError>
+async fn spawn_http1<I>(io: I, addr: CheckedAddr) -> Result<Sender, SendError>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
@@ -299,7 +360,7 @@ where
             tracing::debug!(upstream = %addr.addr(), error = %e, "upstream connection ended with an error");
         }
     });
-    Ok(sender)
+    Ok(Sender::H1(sender))
 }
 
 /// A copy of `req` to send again, if it may be: an idempotent method and no body.
@@ -327,79 +388,5 @@ pub async fn sweep_every(pool: Arc<Upstream>, period: Duration) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use http_body_util::{BodyExt, Empty};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpListener;
-
-    /// An origin answering every request on a connection with `ok`; after the first
-    /// answer it closes the connection if `close_after_one`.
-    async fn origin(close_after_one: bool) -> SocketAddr {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 4096];
-                    while let Ok(n) = stream.read(&mut buf).await {
-                        if n == 0 {
-                            return;
-                        }
-                        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-                        if stream.write_all(answer).await.is_err() || close_after_one {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        addr
-    }
-
-    fn get() -> Request<Body> {
-        let body = Empty::new().map_err(|never| match never {}).boxed();
-        Request::builder().uri("/").body(body).unwrap()
-    }
-
-    /// One exchange, its body read to the end, its connection put back.
-    async fn exchange(pool: &Upstream, addrs: &[CheckedAddr]) -> CheckedAddr {
-        let (resp, lease) = pool.send(addrs, get(), None, None, || true).await.unwrap();
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        assert_eq!(&body[..], b"ok");
-        let reached = lease.addr();
-        pool.put_back(lease);
-        reached
-    }
-
-    fn idle_count(pool: &Upstream) -> usize {
-        pool.idle.lock().unwrap().values().map(Vec::len).sum()
-    }
-
-    #[tokio::test]
-    async fn a_kept_connection_serves_only_its_own_address() {
-        let pool = Upstream::with_tls(Duration::from_secs(1), None);
-        let a = CheckedAddr::unchecked_for_test(origin(false).await);
-        let b = CheckedAddr::unchecked_for_test(origin(false).await);
-        exchange(&pool, &[a]).await;
-        assert_eq!(idle_count(&pool), 1);
-        // A request approved only for `b` never gets `a`'s connection.
-        assert!(pool.checkout(&[b], None).is_none());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let (_, reached, _) = pool.checkout(&[b, a], None).expect("a's connection, kept");
-        assert_eq!(reached, a);
-    }
-
-    #[tokio::test]
-    async fn sweep_drops_connections_upstream_closed() {
-        let pool = Upstream::with_tls(Duration::from_secs(1), None);
-        let addr = CheckedAddr::unchecked_for_test(origin(true).await);
-        exchange(&pool, &[addr]).await;
-        // Time for the connection's task to read upstream's close.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        pool.sweep();
-        assert_eq!(idle_count(&pool), 0);
-        // And the next request still gets through, on a new connection.
-        exchange(&pool, &[addr]).await;
-    }
-}
+#[path = "pool_tests.rs"]
+mod tests;

@@ -6,10 +6,12 @@
 //! CONTINUATION frames while another client is still served.
 //!
 //! - [`clients`]: curl and httpx, allowed and refused streams on one connection.
+//! - [`grpc`]: a gRPC call allowed by path (trailers and all), another refused.
 //! - [`abuse`]: rapid reset and CONTINUATION floods.
 
 mod abuse;
 mod clients;
+mod grpc;
 
 use std::process::{Command, Output};
 use std::time::Duration;

@@ -1,0 +1,93 @@
+//! One upstream connection's request side, HTTP/1.1 or h2 (docs/reference/inspection.md,
+//! "HTTP/2"): an h2 stream inside an intercepted tunnel is sent over h2 when the origin
+//! offers it by ALPN, one connection multiplexing the tunnel's streams; everything else
+//! goes over HTTP/1.1.
+
+use hyper::body::Incoming;
+use hyper::client::conn::{http1, http2, TrySendError};
+use hyper::header::{HeaderValue, HOST, TE};
+use hyper::http::uri::{Authority, Scheme};
+use hyper::{Request, Response, Uri, Version};
+
+use super::Body;
+
+/// Marks a request read from an h2 stream: its connection upstream offers h2 too.
+#[derive(Debug, Clone, Copy)]
+pub struct WantsH2;
+
+/// A connection's sender: HTTP/1.1 serves one exchange at a time; h2 is cloned, one
+/// clone per exchange, all multiplexed on the connection.
+pub enum Sender {
+    H1(http1::SendRequest<Body>),
+    H2(http2::SendRequest<Body>),
+}
+
+impl Sender {
+    pub fn is_closed(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_closed(),
+            Sender::H2(s) => s.is_closed(),
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        match self {
+            Sender::H1(s) => s.is_ready(),
+            Sender::H2(s) => s.is_ready(),
+        }
+    }
+
+    /// Whether it multiplexes (h2): kept in the pool while lent.
+    pub fn is_shared(&self) -> bool {
+        matches!(self, Sender::H2(_))
+    }
+
+    /// Another handle on a shared (h2) connection.
+    pub fn share(&self) -> Option<Sender> {
+        match self {
+            Sender::H2(s) => Some(Sender::H2(s.clone())),
+            Sender::H1(_) => None,
+        }
+    }
+
+    /// Send `req`, giving it back unsent if the connection had already closed.
+    pub async fn try_send(
+        &mut self,
+        req: Request<Body>,
+    ) -> Result<Response<Incoming>, TrySendError<Request<Body>>> {
+        match self {
+            Sender::H1(s) => s.try_send_request(req).await,
+            Sender::H2(s) => s.try_send_request(for_h2(req)).await,
+        }
+    }
+
+    pub async fn send(&mut self, req: Request<Body>) -> hyper::Result<Response<Incoming>> {
+        match self {
+            Sender::H1(s) => s.send_request(req).await,
+            Sender::H2(s) => s.send_request(for_h2(req)).await,
+        }
+    }
+}
+
+/// A request built for HTTP/1.1 upstream (origin form, `Host` the approved authority)
+/// made an h2 one: the target absolute (`:scheme https`, `:authority` from `Host`),
+/// `Host` removed, and `te: trailers`, which gRPC servers require and which is the one
+/// `TE` h2 allows (the proxy passes trailers on).
+fn for_h2(mut req: Request<Body>) -> Request<Body> {
+    if let Some(authority) = req
+        .headers_mut()
+        .remove(HOST)
+        .and_then(|h| Authority::try_from(h.as_bytes()).ok())
+    {
+        let mut parts = req.uri().clone().into_parts();
+        parts.scheme = Some(Scheme::HTTPS);
+        parts.authority = Some(authority);
+        if let Ok(uri) = Uri::from_parts(parts) {
+            *req.uri_mut() = uri;
+        }
+    }
+    *req.version_mut() = Version::HTTP_2;
+    req.headers_mut()
+        .insert(TE, HeaderValue::from_static("trailers"));
+    req
+}
