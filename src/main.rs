@@ -85,25 +85,23 @@ fn serve(args: ServeArgs) -> ExitCode {
     };
     // This thread runs the control plane, the audit writer and signals; proxied
     // connections run on the worker threads (`proxy::workers`).
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fail(format!("cannot start the runtime: {e}")),
-    };
-    match runtime.block_on(egress_proxy::serve::run(config)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(e),
-    }
+    on_this_thread(egress_proxy::serve::run(config), "")
 }
 
-/// `run`: its flags' errors are its own (exit 125, never a status CMD could have).
 fn watch(args: WatchArgs) -> ExitCode {
     let config = match WatchConfig::from_args(args) {
         Ok(config) => config,
         Err(e) => return fail(e),
     };
+    on_this_thread(egress_proxy::watch::run(&config), "watch: ")
+}
+
+/// Run `work` to its end on a runtime of this thread; its error, after `prefix`, is
+/// exit 2.
+fn on_this_thread<E: std::fmt::Display>(
+    work: impl std::future::Future<Output = Result<(), E>>,
+    prefix: &str,
+) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -111,12 +109,13 @@ fn watch(args: WatchArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(format!("cannot start the runtime: {e}")),
     };
-    match runtime.block_on(egress_proxy::watch::run(&config)) {
+    match runtime.block_on(work) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(format!("watch: {e}")),
+        Err(e) => fail(format!("{prefix}{e}")),
     }
 }
 
+/// `run`: its flags' errors are its own (exit 125, never a status CMD could have).
 fn run(args: RunArgs) -> ExitCode {
     match RunConfig::from_args(args) {
         Ok(config) => ExitCode::from(egress_proxy::run::main(config)),

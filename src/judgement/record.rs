@@ -189,22 +189,31 @@ pub fn audit_allowed(
     if !state.audit_allowed {
         return;
     }
+    let rec = approved_record("egress.allowed", client, approved, dialed, url, Some(bytes));
+    state.audit.write_detached(rec);
+}
+
+/// The record of `event` for an approved request: its destination, decision, session,
+/// the address dialed and, when given, the bytes each way.
+fn approved_record(
+    event: &'static str,
+    client: &Client,
+    approved: &Approved,
+    dialed: Option<SocketAddr>,
+    url: Option<String>,
+    bytes: Option<(u64, u64)>,
+) -> Record {
     let target = &approved.target;
-    let mut rec = record(
-        "egress.allowed",
-        client,
-        target.host.to_string(),
-        Some(target.port),
-    );
+    let mut rec = record(event, client, target.host.to_string(), Some(target.port));
     set_url(&mut rec, url);
     rec.session = approved.session.as_ref().map(|s| s.id.clone());
     rec.rule = approved.decision.rule.as_deref().map(str::to_owned);
     rec.policy_level = Some(approved.decision.level.as_str());
     rec.shared_hosting = approved.decision.shared_hosting;
     rec.resolved_ip = dialed.map(|d| d.ip().to_string());
-    rec.bytes_up = Some(bytes.0);
-    rec.bytes_down = Some(bytes.1);
-    state.audit.write_detached(rec);
+    rec.bytes_up = bytes.map(|b| b.0);
+    rec.bytes_down = bytes.map(|b| b.1);
+    rec
 }
 
 /// A WebSocket's record when it opens (`websocket.opened`, no bytes) or closes
@@ -220,16 +229,7 @@ pub fn audit_websocket(
     url: Option<String>,
     bytes: Option<(u64, u64)>,
 ) {
-    let target = &approved.target;
-    let mut rec = record(event, client, target.host.to_string(), Some(target.port));
-    set_url(&mut rec, url);
-    rec.session = approved.session.as_ref().map(|s| s.id.clone());
-    rec.rule = approved.decision.rule.as_deref().map(str::to_owned);
-    rec.policy_level = Some(approved.decision.level.as_str());
-    rec.shared_hosting = approved.decision.shared_hosting;
-    rec.resolved_ip = dialed.map(|d| d.ip().to_string());
-    rec.bytes_up = bytes.map(|b| b.0);
-    rec.bytes_down = bytes.map(|b| b.1);
+    let rec = approved_record(event, client, approved, dialed, url, bytes);
     state.audit.write_detached(rec);
 }
 

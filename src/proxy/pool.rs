@@ -16,14 +16,13 @@ use std::time::{Duration, Instant};
 use foldhash::fast::RandomState;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::{Body as _, Incoming};
-use hyper::client::conn::{http1, http2};
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use super::sender::{Sender, WantsH2};
+use super::sender::{self, Sender, WantsH2};
 use super::Body;
 use crate::net::dial::{dial, CheckedAddr, DialError};
 use crate::net::parent::Parent;
@@ -180,6 +179,22 @@ impl Upstream {
         }
     }
 
+    /// Send `req`, a WebSocket's handshake (`super::websocket`), over a new connection
+    /// of its own, whose `101` hands the connection over: never one from the pool, and
+    /// never kept (the pool's own connections need no upgrade machinery).
+    pub async fn send_upgrade(
+        &self,
+        addrs: &[CheckedAddr],
+        req: Request<Body>,
+        tls: Option<&Arc<str>>,
+        via: Option<Via<'_>>,
+    ) -> Result<(Response<Incoming>, Lease), SendError> {
+        let (stream, addr) = self.dial_via(addrs, via).await?;
+        let mut lease = self.start(stream, addr, tls, false, true).await?;
+        let resp = lease.sender.send(req).await?;
+        Ok((resp, lease))
+    }
+
     /// A new connection to the first of `addrs` (in order) that accepts, HTTP/1.1 started
     /// on it.
     async fn connect(
@@ -189,6 +204,16 @@ impl Upstream {
         via: Option<Via<'_>>,
         h2: bool,
     ) -> Result<Lease, SendError> {
+        let (stream, addr) = self.dial_via(addrs, via).await?;
+        self.start(stream, addr, tls, h2, false).await
+    }
+
+    /// A connection to the first of `addrs` that accepts, or through the parent.
+    async fn dial_via(
+        &self,
+        addrs: &[CheckedAddr],
+        via: Option<Via<'_>>,
+    ) -> Result<(TcpStream, CheckedAddr), SendError> {
         let (stream, addr) = match (via, addrs.first()) {
             (Some(via), Some(&first)) => {
                 let tunnel = via.parent.tunnel(via.authority, self.connect_timeout);
@@ -196,7 +221,7 @@ impl Upstream {
             }
             _ => dial(addrs, self.connect_timeout).await?,
         };
-        self.handshake(stream, addr, tls, h2).await
+        Ok((stream, addr))
     }
 
     /// Start HTTP/1.1 (over TLS verified for `tls`, when given) on a connection made to
@@ -209,8 +234,20 @@ impl Upstream {
         tls: Option<&Arc<str>>,
         h2: bool,
     ) -> Result<Lease, SendError> {
+        self.start(stream, addr, tls, h2, false).await
+    }
+
+    /// [`Upstream::handshake`], with HTTP/1.1's upgrades when `upgrades`.
+    async fn start(
+        &self,
+        stream: TcpStream,
+        addr: CheckedAddr,
+        tls: Option<&Arc<str>>,
+        h2: bool,
+        upgrades: bool,
+    ) -> Result<Lease, SendError> {
         let sender = match tls {
-            None => spawn_http1(TokioIo::new(stream), addr).await?,
+            None => sender::http1(TokioIo::new(stream), addr, upgrades).await?,
             Some(name) => {
                 let connector = if h2 { &self.tls_h2 } else { &self.tls };
                 let connector = connector.as_ref().ok_or_else(|| {
@@ -229,8 +266,8 @@ impl Upstream {
                     })?
                     .map_err(SendError::Tls)?;
                 match tls_stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-                    true => spawn_http2(TokioIo::new(tls_stream), addr).await?,
-                    false => spawn_http1(TokioIo::new(tls_stream), addr).await?,
+                    true => sender::http2(TokioIo::new(tls_stream), addr).await?,
+                    false => sender::http1(TokioIo::new(tls_stream), addr, upgrades).await?,
                 }
             }
         };
@@ -328,39 +365,6 @@ impl Upstream {
         }
         None
     }
-}
-
-/// h2 over `io` (TLS that chose it), its connection driven by a task of its own.
-async fn spawn_http2<I>(io: I, addr: CheckedAddr) -> Result<Sender, SendError>
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (sender, conn) = http2::Builder::new(TokioExecutor::new())
-        .timer(TokioTimer::new())
-        .handshake(io)
-        .await?;
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!(upstream = %addr.addr(), error = %e, "upstream h2 connection ended with an error");
-        }
-    });
-    Ok(Sender::H2(sender))
-}
-
-/// HTTP/1.1 over `io`, its connection driven by a task of its own.
-async fn spawn_http1<I>(io: I, addr: CheckedAddr) -> Result<Sender, SendError>
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (sender, conn) = http1::handshake(io).await?;
-    tokio::spawn(async move {
-        // With upgrades: a WebSocket's `101` hands the connection over
-        // (`super::websocket`); every other exchange is unchanged.
-        if let Err(e) = conn.with_upgrades().await {
-            tracing::debug!(upstream = %addr.addr(), error = %e, "upstream connection ended with an error");
-        }
-    });
-    Ok(Sender::H1(sender))
 }
 
 /// A copy of `req` to send again, if it may be: an idempotent method and no body.

@@ -8,8 +8,10 @@ use hyper::client::conn::{http1, http2, TrySendError};
 use hyper::header::{HeaderValue, HOST, TE};
 use hyper::http::uri::{Authority, Scheme};
 use hyper::{Request, Response, Uri, Version};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::Body;
+use crate::net::dial::CheckedAddr;
 
 /// Marks a request read from an h2 stream: its connection upstream offers h2 too.
 #[derive(Debug, Clone, Copy)]
@@ -90,4 +92,40 @@ fn for_h2(mut req: Request<Body>) -> Request<Body> {
     req.headers_mut()
         .insert(TE, HeaderValue::from_static("trailers"));
     req
+}
+
+/// h2 over `io` (TLS that chose it), its connection driven by a task of its own.
+pub async fn http2<I>(io: I, addr: CheckedAddr) -> hyper::Result<Sender>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (sender, conn) = http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .handshake(io)
+        .await?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(upstream = %addr.addr(), error = %e, "upstream h2 connection ended with an error");
+        }
+    });
+    Ok(Sender::H2(sender))
+}
+
+/// HTTP/1.1 over `io`, its connection driven by a task of its own; with `upgrades`, a
+/// `101` hands the connection over (a WebSocket's, `super::websocket`).
+pub async fn http1<I>(io: I, addr: CheckedAddr, upgrades: bool) -> hyper::Result<Sender>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (sender, conn) = http1::handshake(io).await?;
+    tokio::spawn(async move {
+        let ended = match upgrades {
+            true => conn.with_upgrades().await,
+            false => conn.await,
+        };
+        if let Err(e) = ended {
+            tracing::debug!(upstream = %addr.addr(), error = %e, "upstream connection ended with an error");
+        }
+    });
+    Ok(Sender::H1(sender))
 }

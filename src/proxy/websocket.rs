@@ -82,8 +82,7 @@ pub(crate) async fn forward(
         }
         (None, _) => (&approved.addrs[..], None),
     };
-    // Never sent twice: a handshake is not retried over a new connection.
-    let (mut resp, lease) = match pool.send(addrs, req, tls, via, || false).await {
+    let (mut resp, lease) = match pool.send_upgrade(addrs, req, tls, via).await {
         Ok(sent) => sent,
         Err(e) => {
             let failure = upstream_failure(&e, &approved);
