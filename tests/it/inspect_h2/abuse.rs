@@ -1,5 +1,6 @@
 //! A hostile h2 client inside an intercepted tunnel: a rapid-reset flood (streams opened
-//! and reset at once) and a CONTINUATION flood (a header block that never ends). Each
+//! and reset at once), a SETTINGS flood (each frame asking for an ACK the client never
+//! reads) and a CONTINUATION flood (a header block that never ends). Each
 //! runs, bounded, while another client's requests through the same proxy keep being
 //! answered, and the flooding connection is ended by the proxy.
 
@@ -56,6 +57,11 @@ try:
             conn.send_headers(stream, headers, end_stream=True)
             conn.reset_stream(stream)
             sock.sendall(conn.data_to_send())
+    elif kind == "settings":
+        # SETTINGS frames, each asking for an ACK, never reading the ACKs.
+        settings = frame(0x4, 0x0, 0, struct.pack(">HI", 0x3, 100))
+        for i in range(n):
+            sock.sendall(settings * 64)
     else:
         # One HEADERS without END_HEADERS, then CONTINUATIONs of 16 KiB each, never
         # ending the block: literal headers the server must buffer to decode.
@@ -130,6 +136,11 @@ async fn flood_while_serving(kind: &str, n: u32) {
 #[tokio::test]
 async fn a_rapid_reset_flood_is_ended_and_other_clients_are_still_served() {
     flood_while_serving("reset", 20_000).await;
+}
+
+#[tokio::test]
+async fn a_settings_flood_is_ended_and_other_clients_are_still_served() {
+    flood_while_serving("settings", 2_000).await;
 }
 
 #[tokio::test]
