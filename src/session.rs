@@ -14,6 +14,7 @@
 //! (one process, the default) or [`redis_store::RedisStore`] (shared by every replica,
 //! docs/scale-out.md). The request path sees only the interface.
 
+pub mod lease;
 pub mod memory;
 mod redis_admin;
 mod redis_record;
