@@ -14,9 +14,13 @@
 //! (one process, the default) or [`redis_store::RedisStore`] (shared by every replica,
 //! docs/scale-out.md). The request path sees only the interface.
 
+pub mod held;
+// The model the Lua scripts of `redis_budget` follow; its tests drive it.
+#[cfg_attr(not(test), allow(dead_code))]
 pub mod lease;
 pub mod memory;
 mod redis_admin;
+mod redis_budget;
 mod redis_record;
 pub mod redis_store;
 mod redis_sync;
@@ -34,6 +38,7 @@ use tokio::sync::watch;
 
 use crate::metrics::Metrics;
 use crate::policy::RequestPolicy;
+pub use held::{Held, Leases};
 pub use memory::MemoryStore;
 pub use store::{BoxFuture, CreateError, NewSession, Store, StoreError};
 

@@ -105,7 +105,17 @@ pub async fn list(admin: &Admin) -> Response<Body> {
 /// `GET /v1/sessions/{id}`, without the token.
 pub async fn get(admin: &Admin, id: &str) -> Response<Body> {
     match admin.state.sessions.get(id).await {
-        Ok(Some(view)) => json_response(StatusCode::OK, json!(view)),
+        Ok(Some(view)) => {
+            // What it sent upstream: through this proxy, or with a shared store, through
+            // every replica (docs/reference/control-plane.md).
+            let uploaded = match admin.state.budgets.uploaded(id).await {
+                Ok(n) => n,
+                Err(e) => return unavailable(&e),
+            };
+            let mut body = json!(view);
+            body["uploaded_bytes"] = json!(uploaded);
+            json_response(StatusCode::OK, body)
+        }
         Ok(None) => not_found(),
         Err(e) => unavailable(&e),
     }

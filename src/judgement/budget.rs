@@ -22,7 +22,7 @@ use hyper::{Method, Request};
 
 use super::refusal::Refusal;
 use crate::policy::{Budget, Reason, Target};
-use crate::session::Session;
+use crate::session::{Held, Leases, Session, StoreError};
 
 /// The bytes one session (or the proxy) has sent upstream.
 #[derive(Debug, Default)]
@@ -87,10 +87,29 @@ impl Meter {
 
 /// What an approved request or tunnel may send upstream: its session's (or the
 /// proxy's) meter, under the budget in force for it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Allowance {
     meter: Arc<Meter>,
     budget: Option<Budget>,
+    /// With a shared store, a session's bytes come from what this replica holds of its
+    /// fleet-wide budget (docs/scale-out.md, "One upload budget"), not from `meter`.
+    fleet: Option<Fleet>,
+}
+
+#[derive(Clone)]
+struct Fleet {
+    id: Arc<str>,
+    held: Arc<Held>,
+    leases: Arc<dyn Leases>,
+}
+
+impl std::fmt::Debug for Allowance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allowance")
+            .field("budget", &self.budget)
+            .field("fleet", &self.fleet.is_some())
+            .finish()
+    }
 }
 
 impl Allowance {
@@ -100,6 +119,7 @@ impl Allowance {
         Allowance {
             meter: Arc::default(),
             budget: None,
+            fleet: None,
         }
     }
 
@@ -109,17 +129,64 @@ impl Allowance {
         Allowance {
             meter: Arc::default(),
             budget,
+            fleet: None,
         }
     }
 
     /// Grant up to `want` bytes: all of them without a budget, else what still fits.
     pub fn grant(&self, want: usize) -> usize {
-        self.meter.take(want as u64, self.budget.map(|b| b.bytes)) as usize
+        match (&self.fleet, self.budget) {
+            (Some(f), Some(_)) => f.held.take(want as u64) as usize,
+            (Some(f), None) => {
+                f.held.count(want as u64);
+                want
+            }
+            (None, budget) => self.meter.take(want as u64, budget.map(|b| b.bytes)) as usize,
+        }
     }
 
     /// Grant all of `want` bytes or none (see [`Meter::take_whole`]).
     pub fn grant_whole(&self, want: u64) -> bool {
-        self.meter.take_whole(want, self.budget.map(|b| b.bytes))
+        match (&self.fleet, self.budget) {
+            (Some(f), Some(_)) => f.held.take_whole(want),
+            (Some(f), None) => {
+                f.held.count(want);
+                true
+            }
+            (None, budget) => self.meter.take_whole(want, budget.map(|b| b.bytes)),
+        }
+    }
+
+    /// Whether the bytes come from a fleet-wide budget, drawn from the store.
+    pub fn leased(&self) -> bool {
+        self.fleet.is_some() && self.budget.is_some()
+    }
+
+    /// With a fleet-wide budget, make this replica hold at least `need` bytes when the
+    /// fleet has them: one draw from the store when it holds less. Without one, or
+    /// holding enough already, nothing to do.
+    pub async fn fill(&self, need: u64) -> Result<(), StoreError> {
+        match (&self.fleet, self.budget) {
+            (Some(f), Some(b)) if f.held.avail() < need.max(1) => {
+                f.leases.fill(&f.id, &f.held, b.bytes, need).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Grant up to `want` bytes, drawing from the store first when this replica holds
+    /// fewer (a tunnel or a body that outlasts its holding). What the store cannot give
+    /// is not granted.
+    pub async fn grant_filled(&self, want: usize) -> usize {
+        let granted = self.grant(want);
+        if granted == want || !self.leased() {
+            return granted;
+        }
+        let short = (want - granted) as u64;
+        if self.fill(short).await.is_err() {
+            return granted;
+        }
+        granted + self.grant(want - granted)
     }
 
     /// The budget in force, if any.
@@ -130,6 +197,9 @@ impl Allowance {
     /// Bytes left under the budget; `None` without one.
     pub fn remaining(&self) -> Option<u64> {
         let budget = self.budget?;
+        if let Some(f) = &self.fleet {
+            return Some(f.held.avail());
+        }
         Some(budget.bytes.saturating_sub(self.meter.spent()))
     }
 }
@@ -197,6 +267,37 @@ pub(crate) fn admit<B>(
     }
 }
 
+/// Room left for what building the head for upstream adds to the head as received (a
+/// `Host` field, an absolute target made origin-form usually shrinks it).
+const HEAD_MARGIN: u64 = 512;
+
+/// With a fleet-wide budget, draw what the request may need before it is admitted: its
+/// declared body and its head as received, with [`HEAD_MARGIN`] (docs/scale-out.md, "One
+/// upload budget"). A store that cannot be reached when this replica holds too little
+/// is 503 `session_store_unavailable`: what it holds is spent, never more.
+pub(crate) async fn fill<B>(
+    req: &Request<B>,
+    allowance: &Allowance,
+    target: &Target,
+) -> Result<(), Refusal> {
+    if !allowance.leased() {
+        return Ok(());
+    }
+    let fields: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    let line = req.method().as_str().len() + req.uri().to_string().len() + 13;
+    let need = declared_length(req.headers())
+        .unwrap_or(0)
+        .saturating_add((line + fields + 2) as u64 + HEAD_MARGIN);
+    allowance.fill(need).await.map_err(|_| {
+        Refusal::auth_required(crate::session::AuthError::StoreUnavailable, target)
+            .with_detail("the session store cannot be reached and this replica holds too little of the upload budget")
+    })
+}
+
 /// A request's `Content-Length`, when it declares one that parses.
 pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
     headers
@@ -240,6 +341,9 @@ impl Entry {
 pub struct Budgets {
     proxy: Arc<Meter>,
     sessions: Mutex<Sessions>,
+    /// A shared store's fleet-wide session budgets; the proxy's own budget (requests
+    /// without a session) stays this replica's.
+    leases: Option<Arc<dyn Leases>>,
 }
 
 #[derive(Default)]
@@ -250,14 +354,47 @@ struct Sessions {
 }
 
 impl Budgets {
+    /// Session budgets shared through `leases` (a shared store), or kept here (`None`).
+    pub fn new(leases: Option<Arc<dyn Leases>>) -> Budgets {
+        Budgets {
+            leases,
+            ..Budgets::default()
+        }
+    }
+
     /// The allowance of a request under `budget`, drawn from its session's meter (or
-    /// the proxy's).
+    /// the proxy's), or from what this replica holds of the session's fleet budget.
     pub fn allowance(&self, session: Option<&Arc<Session>>, budget: Option<Budget>) -> Allowance {
+        if let (Some(s), Some(leases)) = (session, &self.leases) {
+            return Allowance {
+                meter: self.proxy.clone(),
+                budget,
+                fleet: Some(Fleet {
+                    id: Arc::from(s.id.as_str()),
+                    held: leases.held(&s.id),
+                    leases: leases.clone(),
+                }),
+            };
+        }
         let meter = match session {
             None => self.proxy.clone(),
             Some(s) => self.session_meter(s),
         };
-        Allowance { meter, budget }
+        Allowance {
+            meter,
+            budget,
+            fleet: None,
+        }
+    }
+
+    /// What session `id` has sent upstream (`uploaded_bytes`): through this proxy, or
+    /// with a shared store, through every replica.
+    pub async fn uploaded(&self, id: &str) -> Result<u64, StoreError> {
+        if let Some(leases) = &self.leases {
+            return leases.uploaded(id).await;
+        }
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(sessions.by_id.get(id).map_or(0, |e| e.meter.spent()))
     }
 
     fn session_meter(&self, s: &Arc<Session>) -> Arc<Meter> {

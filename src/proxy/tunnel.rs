@@ -239,7 +239,7 @@ where
     }
     let mut upstream = of.activity.watch_counting(upstream, of.down);
     // The first bytes were counted as read; only what the budget grants is sent.
-    let granted = approved.budget.grant(first.len());
+    let granted = approved.budget.grant_filled(first.len()).await;
     of.sent
         .fetch_sub((first.len() - granted) as u64, Ordering::Relaxed);
     if upstream.write_all(&first[..granted]).await.is_err() {

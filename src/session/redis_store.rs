@@ -72,6 +72,11 @@ pub struct RedisStore {
     pub(super) resubscribe: Notify,
     pub(super) last_ping: AtomicU64,
     pub(super) metrics: Arc<Metrics>,
+    /// This process's name in the budget keys (`super::redis_budget`): random, so a
+    /// restarted replica never takes over a dead one's reserves.
+    pub(super) replica: String,
+    /// What this replica holds of each session's upload budget.
+    pub(super) holdings: super::redis_budget::Holdings,
 }
 
 impl RedisStore {
@@ -100,6 +105,8 @@ impl RedisStore {
             resubscribe: Notify::new(),
             last_ping: AtomicU64::new(0),
             metrics,
+            replica: random_hex(8),
+            holdings: Default::default(),
         });
         tokio::spawn(super::redis_sync::listen(Arc::downgrade(&store)));
         Ok(store)

@@ -82,6 +82,7 @@ impl RedisStore {
             return;
         }
         self.sync_traffic(now).await;
+        self.budget_upkeep(now).await;
         self.evict(now);
     }
 
