@@ -23,6 +23,7 @@ mod dns;
 mod dns_levels;
 mod dns_listener;
 mod fleet;
+mod fleet_budget;
 mod fleet_outage;
 mod forward;
 mod idle;
