@@ -24,6 +24,7 @@ mod redis_budget;
 mod redis_record;
 pub mod redis_store;
 mod redis_sync;
+mod redis_tunnels;
 pub mod store;
 
 use std::any::Any;

@@ -114,6 +114,12 @@ pub async fn get(admin: &Admin, id: &str) -> Response<Body> {
             };
             let mut body = json!(view);
             body["uploaded_bytes"] = json!(uploaded);
+            if let Some(shared) = admin.state.budgets.shared() {
+                match shared.fleet_tunnels(id).await {
+                    Ok(n) => body["open_tunnels"] = json!(n),
+                    Err(e) => return unavailable(&e),
+                }
+            }
             json_response(StatusCode::OK, body)
         }
         Ok(None) => not_found(),

@@ -387,6 +387,11 @@ impl Budgets {
         }
     }
 
+    /// The shared store's budgets and tunnel counts, when there is one.
+    pub fn shared(&self) -> Option<&Arc<dyn Leases>> {
+        self.leases.as_ref()
+    }
+
     /// What session `id` has sent upstream (`uploaded_bytes`): through this proxy, or
     /// with a shared store, through every replica.
     pub async fn uploaded(&self, id: &str) -> Result<u64, StoreError> {

@@ -59,9 +59,14 @@ async fn prepare(approved: &Approved, state: &State, client: &Client) -> Result<
     };
     let slots = match state.tunnels.try_open(client.addr.ip()) {
         None => Err(limit("too many open tunnels from this client")),
-        Some(slot) => match TunnelOpen::try_new(state, approved.session.as_ref()) {
-            None => Err(limit("too many open tunnels in this session")),
-            Some(open) => Ok((slot, open)),
+        Some(slot) => match TunnelOpen::try_new(state, approved.session.as_ref()).await {
+            Ok(None) => Err(limit("too many open tunnels in this session")),
+            Ok(Some(open)) => Ok((slot, open)),
+            Err(_) => Err(Refusal::auth_required(
+                crate::session::AuthError::StoreUnavailable,
+                &approved.target,
+            )
+            .in_session(&approved.session)),
         },
     };
     let (slot, open) = match slots {

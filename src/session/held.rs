@@ -90,7 +90,7 @@ impl Held {
     }
 }
 
-/// A store that shares budgets across replicas.
+/// What a shared store shares besides sessions: upload budgets and tunnel counts.
 pub trait Leases: Send + Sync {
     /// This replica's holding of session `id`'s budget.
     fn held(&self, id: &str) -> Arc<Held>;
@@ -109,4 +109,18 @@ pub trait Leases: Send + Sync {
     /// The bytes session `id` sent through every replica (`uploaded_bytes`); what
     /// other replicas spent in the last few seconds may not be in it yet.
     fn uploaded<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// Count a new tunnel of session `id` on the fleet: false when the fleet already
+    /// holds `max` of them (`--max-tunnels-per-session`).
+    fn open_tunnel<'a>(
+        &'a self,
+        id: &'a str,
+        max: usize,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// One of session `id`'s tunnels counted by [`Leases::open_tunnel`] closed.
+    fn close_tunnel(self: Arc<Self>, id: String);
+
+    /// Session `id`'s open tunnels on every replica (`open_tunnels`).
+    fn fleet_tunnels<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<usize, StoreError>>;
 }

@@ -287,6 +287,22 @@ impl Leases for RedisStore {
         })
     }
 
+    fn open_tunnel<'a>(
+        &'a self,
+        id: &'a str,
+        max: usize,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        RedisStore::open_tunnel(self, id, max)
+    }
+
+    fn close_tunnel(self: Arc<Self>, id: String) {
+        RedisStore::close_tunnel(self, id)
+    }
+
+    fn fleet_tunnels<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<usize, StoreError>> {
+        Box::pin(RedisStore::fleet_tunnels(self, id))
+    }
+
     fn uploaded<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<u64, StoreError>> {
         Box::pin(async move {
             let fleet: Option<u64> = self.cmd(redis::cmd("GET").arg(uploaded_key(id))).await?;

@@ -77,6 +77,9 @@ pub struct RedisStore {
     pub(super) replica: String,
     /// What this replica holds of each session's upload budget.
     pub(super) holdings: super::redis_budget::Holdings,
+    /// When this replica last set its tunnel counts, and the sessions it set.
+    pub(super) tunnels_refreshed: AtomicU64,
+    pub(super) tunnels_counted: Mutex<std::collections::HashSet<String>>,
 }
 
 impl RedisStore {
@@ -107,6 +110,8 @@ impl RedisStore {
             metrics,
             replica: random_hex(8),
             holdings: Default::default(),
+            tunnels_refreshed: AtomicU64::new(0),
+            tunnels_counted: Mutex::default(),
         });
         tokio::spawn(super::redis_sync::listen(Arc::downgrade(&store)));
         Ok(store)

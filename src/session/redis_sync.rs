@@ -83,6 +83,7 @@ impl RedisStore {
         }
         self.sync_traffic(now).await;
         self.budget_upkeep(now).await;
+        self.tunnel_upkeep(now).await;
         self.evict(now);
     }
 

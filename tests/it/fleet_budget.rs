@@ -52,15 +52,20 @@ impl Sink {
 }
 
 /// Replicas on one Redis, an HTTP origin and a tunnel sink, both `allowed.test`.
-struct Fleet {
-    replicas: Vec<Proxy>,
+pub struct Fleet {
+    pub replicas: Vec<Proxy>,
     redis: RedisServer,
-    origin: Origin,
+    pub origin: Origin,
     sink: Sink,
 }
 
 impl Fleet {
     async fn start(test: &str, n: usize) -> Option<Fleet> {
+        Fleet::start_with(test, n, &[]).await
+    }
+
+    /// [`Fleet::start`], each replica with the flags `extra`.
+    pub async fn start_with(test: &str, n: usize, extra: &[&str]) -> Option<Fleet> {
         let redis = RedisServer::start(test)?;
         let origin = Origin::start().await;
         let sink = Sink::start().await;
@@ -71,16 +76,17 @@ impl Fleet {
             .to_toml();
         let mut replicas = Vec::new();
         for _ in 0..n {
-            let proxy = ProxyBuilder::new(org.clone())
+            let mut builder = ProxyBuilder::new(org.clone())
                 .pin("allowed.test")
                 .admin(ADMIN_TOKEN)
                 .arg("--session-store")
                 .arg(&redis.url())
                 .arg("--session-store-timeout")
-                .arg("1")
-                .start()
-                .await;
-            replicas.push(proxy);
+                .arg("1");
+            for arg in extra {
+                builder = builder.arg(arg);
+            }
+            replicas.push(builder.start().await);
         }
         Some(Fleet {
             replicas,
@@ -91,7 +97,7 @@ impl Fleet {
     }
 
     /// A session whose policy has an upload budget of `budget` bytes.
-    async fn session(&self, budget: u64) -> Created {
+    pub async fn session(&self, budget: u64) -> Created {
         let mut policy = allowlist(&["allowed.test"]);
         policy["max_upload_bytes"] = budget.into();
         self.replicas[0]
@@ -113,7 +119,7 @@ impl Fleet {
     }
 
     /// A tunnel to the sink through replica `i`, or its refusal.
-    async fn tunnel(&self, i: usize, session: &Created) -> Result<TcpStream, Response> {
+    pub async fn tunnel(&self, i: usize, session: &Created) -> Result<TcpStream, Response> {
         let target = format!("allowed.test:{}", self.sink.addr.port());
         let auth = session.proxy_auth();
         let (resp, conn) = connect_via_proxy(

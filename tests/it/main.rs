@@ -25,6 +25,7 @@ mod dns_listener;
 mod fleet;
 mod fleet_budget;
 mod fleet_outage;
+mod fleet_tunnels;
 mod forward;
 mod idle;
 mod inspect;
