@@ -1,7 +1,8 @@
 //! Upload budgets shared by the fleet through Redis (docs/scale-out.md, "One upload
 //! budget"): the [`super::lease`] arithmetic as Lua scripts, each one atomic in Redis,
 //! and the upkeep that keeps this replica's reserves alive, gives back what it holds
-//! after [`IDLE_RETURN`] and adds what it spent to the fleet's `uploaded_bytes`.
+//! after [`IDLE_RETURN`] (or [`TUNNELS_CLOSED_RETURN`] once its tunnels here closed)
+//! and adds what it spent to the fleet's `uploaded_bytes`.
 //!
 //! Keys, per session (the `{ID}` hash tag keeps them in one slot):
 //!
@@ -28,6 +29,9 @@ pub const RESERVE_TTL: Duration = Duration::from_secs(30);
 pub const REFRESH_EVERY: Duration = Duration::from_secs(5);
 /// A holding unused for this long is given back.
 pub const IDLE_RETURN: Duration = Duration::from_secs(10);
+/// A holding of a session with no tunnel open here (its last one closed) is given back
+/// once unused this long: a steady stream of requests keeps it, a pause gives it back.
+pub const TUNNELS_CLOSED_RETURN: Duration = Duration::from_secs(1);
 /// The budget keys outlive any session's idle time (twice the longest), refreshed by
 /// every draw and upkeep while the session is used.
 const KEY_TTL_MS: u64 = 2 * MAX_IDLE_SECS * 1000;
@@ -188,12 +192,22 @@ impl RedisStore {
     pub(super) async fn budget_upkeep(&self, now: u64) {
         let mut refresh = Vec::new();
         let mut idle = Vec::new();
+        let tunnels: HashMap<String, usize> = self
+            .local()
+            .iter()
+            .map(|(id, s)| (id.clone(), s.open_tunnels()))
+            .collect();
         {
             let mut by_id = self.holdings.lock();
             for (id, slot) in by_id.iter_mut() {
                 let used = slot.held.used_ms.load(Ordering::Relaxed);
                 let spent = slot.held.spent();
-                if now.saturating_sub(used) >= IDLE_RETURN.as_millis() as u64 {
+                let open = tunnels.get(id).copied().unwrap_or(0) > 0;
+                // No tunnel of it open here (its last one closed, or it only sends
+                // requests) and nothing sent for a second.
+                let closed =
+                    !open && now.saturating_sub(used) >= TUNNELS_CLOSED_RETURN.as_millis() as u64;
+                if closed || now.saturating_sub(used) >= IDLE_RETURN.as_millis() as u64 {
                     idle.push((id.clone(), slot.held.clone(), spent - slot.reported));
                 } else if now.saturating_sub(slot.refreshed_ms) >= REFRESH_EVERY.as_millis() as u64
                 {

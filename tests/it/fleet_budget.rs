@@ -54,7 +54,7 @@ impl Sink {
 /// Replicas on one Redis, an HTTP origin and a tunnel sink, both `allowed.test`.
 pub struct Fleet {
     pub replicas: Vec<Proxy>,
-    redis: RedisServer,
+    pub redis: RedisServer,
     pub origin: Origin,
     sink: Sink,
 }
@@ -107,7 +107,7 @@ impl Fleet {
     }
 
     /// `POST` of `len` bytes to the origin through replica `i`.
-    async fn post(&self, i: usize, session: &Created, len: usize) -> Response {
+    pub async fn post(&self, i: usize, session: &Created, len: usize) -> Response {
         let url = format!("http://allowed.test:{}/", self.origin.port());
         let auth = session.proxy_auth();
         let body = vec![b'x'; len];
@@ -135,13 +135,13 @@ impl Fleet {
     }
 
     /// What the origins received.
-    fn received(&self) -> u64 {
+    pub fn received(&self) -> u64 {
         (self.origin.http_bytes() + self.sink.got()) as u64
     }
 }
 
 /// A write into a tunnel that may have been closed by the budget: false once it fails.
-async fn write(stream: &mut TcpStream, bytes: &[u8]) -> bool {
+pub async fn write(stream: &mut TcpStream, bytes: &[u8]) -> bool {
     matches!(
         tokio::time::timeout(Duration::from_secs(2), stream.write_all(bytes)).await,
         Ok(Ok(()))

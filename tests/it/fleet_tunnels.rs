@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::fleet_budget::Fleet;
+use crate::fleet_budget::{write, Fleet};
 use crate::support::expect::{assert_denied_response, Denial};
 
 /// `open_tunnels` as replica `i` reports it, once it is `want` (within 8 s: a closed
@@ -101,4 +101,44 @@ async fn a_killed_replicas_tunnels_stop_counting_within_30s() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+#[tokio::test]
+async fn what_a_replica_holds_goes_back_when_its_tunnels_close() {
+    const BUDGET: u64 = 100_000;
+    let test = "what_a_replica_holds_goes_back_when_its_tunnels_close";
+    let Some(fleet) = Fleet::start_with(test, 2, &[]).await else {
+        return;
+    };
+    let session = fleet.session(BUDGET).await;
+    let mut on_a = fleet.tunnel(0, &session).await.expect("a tunnel on A");
+    for _ in 0..10 {
+        assert!(write(&mut on_a, &[b'y'; 3_000]).await);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(on_a);
+    // Within a couple of upkeep ticks of the close, A holds nothing: B spends the rest.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let mut refusals = 0;
+    for _ in 0..200 {
+        if refusals == 3 {
+            break;
+        }
+        let resp = fleet.post(1, &session, 1_000).await;
+        if resp.status != 200 {
+            assert_denied_response(
+                &resp,
+                &Denial::new(403, "upload_budget_exceeded"),
+                &fleet.replicas[1],
+            );
+            refusals += 1;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = fleet.received();
+    assert!(got <= BUDGET, "{got} of {BUDGET}");
+    assert!(
+        got >= BUDGET - 2_000,
+        "only {got} of {BUDGET}: A kept what it held"
+    );
 }
