@@ -60,7 +60,7 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    async fn start(test: &str, n: usize) -> Option<Fleet> {
+    pub async fn start(test: &str, n: usize) -> Option<Fleet> {
         Fleet::start_with(test, n, &[]).await
     }
 
@@ -106,8 +106,11 @@ impl Fleet {
             .await
     }
 
-    /// `POST` of `len` bytes to the origin through replica `i`.
-    pub async fn post(&self, i: usize, session: &Created, len: usize) -> Response {
+    /// `POST` of `len` bytes to the origin through replica `i`: its answer, or `None`
+    /// when the connection was reset before it could be read (an early refusal, sent
+    /// while the body was still being written, can be lost so). What reached the
+    /// origin is counted there either way.
+    pub async fn post(&self, i: usize, session: &Created, len: usize) -> Option<Response> {
         let url = format!("http://allowed.test:{}/", self.origin.port());
         let auth = session.proxy_auth();
         let body = vec![b'x'; len];
@@ -115,7 +118,7 @@ impl Fleet {
         // A refusal may come (and the connection close) before the body is all written.
         let mut conn = Conn::open(self.replicas[i].addr).await;
         conn.send_lossy(&req).await;
-        conn.read_response().await
+        conn.next_response().await
     }
 
     /// A tunnel to the sink through replica `i`, or its refusal.
@@ -148,8 +151,12 @@ pub async fn write(stream: &mut TcpStream, bytes: &[u8]) -> bool {
     )
 }
 
-/// 200, or the budget's refusal (checked whole): true when refused.
-fn refused(resp: &Response, proxy: &Proxy) -> bool {
+/// 200, or the budget's refusal (checked whole, when it could be read): true when
+/// refused.
+pub fn refused(resp: &Option<Response>, proxy: &Proxy) -> bool {
+    let Some(resp) = resp else {
+        return true;
+    };
     if resp.status == 200 {
         return false;
     }
@@ -158,7 +165,7 @@ fn refused(resp: &Response, proxy: &Proxy) -> bool {
 }
 
 /// Let the relays finish writing what they granted before counting.
-async fn settle() {
+pub async fn settle() {
     tokio::time::sleep(Duration::from_millis(500)).await;
 }
 
@@ -238,7 +245,7 @@ async fn tunnels_and_bodies_through_two_replicas_never_pass_one_budget() {
             Ok(mut t) => {
                 write(&mut t, &chunk).await;
             }
-            Err(resp) => assert!(refused(&resp, &fleet.replicas[r])),
+            Err(resp) => assert!(refused(&Some(resp), &fleet.replicas[r])),
         }
     }
     settle().await;
@@ -254,93 +261,6 @@ async fn tunnels_and_bodies_through_two_replicas_never_pass_one_budget() {
 }
 
 #[tokio::test]
-async fn a_replica_killed_holding_a_lease_gives_it_back_within_30s() {
-    const BUDGET: u64 = 1_000_000;
-    let test = "a_replica_killed_holding_a_lease_gives_it_back_within_30s";
-    let Some(fleet) = Fleet::start(test, 3).await else {
-        return;
-    };
-    let session = fleet.session(BUDGET).await;
-    // A draws a slice and a reserve (about BUDGET / 16 in all), spends some, and dies.
-    assert_eq!(fleet.post(0, &session, 10_000).await.status, 200);
-    fleet.replicas[0].signal("KILL");
-    let killed = Instant::now();
-    // B and C spend until neither can, for up to 40 s.
-    let mut last_refused = [false; 2];
-    let mut i = 0;
-    while killed.elapsed() < Duration::from_secs(40) {
-        let r = 1 + i % 2;
-        i += 1;
-        let resp = fleet.post(r, &session, 5_000).await;
-        last_refused[r - 1] = refused(&resp, &fleet.replicas[r]);
-        if last_refused == [true, true] {
-            if killed.elapsed() > Duration::from_secs(31) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-    settle().await;
-    let got = fleet.received();
-    assert!(
-        got <= BUDGET,
-        "the origin received {got} of a {BUDGET} budget"
-    );
-    // A's reserve alone is over 40 000 bytes: spending past this means it came back.
-    assert!(
-        got >= BUDGET - 30_000,
-        "only {got} of {BUDGET} spent after the dead replica's reserve expired"
-    );
-}
-
-#[tokio::test]
-async fn a_stopped_store_lets_replicas_spend_what_they_hold_then_503() {
-    const BUDGET: u64 = 1_000_000;
-    let test = "a_stopped_store_lets_replicas_spend_what_they_hold_then_503";
-    let Some(fleet) = Fleet::start(test, 2).await else {
-        return;
-    };
-    let session = fleet.session(BUDGET).await;
-    let mut tunnel = fleet.tunnel(0, &session).await.expect("tunnel through A");
-    let chunk = vec![b'y'; 4_000];
-    assert!(write(&mut tunnel, &chunk).await);
-    settle().await;
-    let before = fleet.received();
-    fleet.redis.pause();
-    // A spends what it holds (one slice, about BUDGET / 64), then the tunnel closes.
-    for _ in 0..200 {
-        if !write(&mut tunnel, &chunk).await {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    settle().await;
-    let during = fleet.received() - before;
-    let resp = fleet.post(1, &session, 100).await;
-    fleet.redis.resume();
-    assert_denied_response(
-        &resp,
-        &Denial::new(503, "session_store_unavailable"),
-        &fleet.replicas[1],
-    );
-    assert!(
-        during <= BUDGET / 64 + 8_000,
-        "{during} bytes went through while the store was stopped: more than A held"
-    );
-    // Back: spending goes on.
-    let mut ok = false;
-    for _ in 0..50 {
-        if fleet.post(1, &session, 100).await.status == 200 {
-            ok = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert!(ok, "no request went through after the store came back");
-    assert!(fleet.received() <= BUDGET);
-}
-
-#[tokio::test]
 async fn uploaded_bytes_counts_every_replica() {
     let test = "uploaded_bytes_counts_every_replica";
     let Some(fleet) = Fleet::start(test, 2).await else {
@@ -348,7 +268,8 @@ async fn uploaded_bytes_counts_every_replica() {
     };
     let session = fleet.session(1_000_000).await;
     for r in [0, 1, 1] {
-        assert_eq!(fleet.post(r, &session, 3_000).await.status, 200);
+        let resp = fleet.post(r, &session, 3_000).await.expect("an answer");
+        assert_eq!(resp.status, 200, "{resp:?}");
     }
     settle().await;
     let want = fleet.origin.http_bytes() as u64;
@@ -369,4 +290,37 @@ async fn uploaded_bytes_counts_every_replica() {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
+}
+
+#[tokio::test]
+async fn three_replicas_spend_a_budget_to_within_one_percent() {
+    const BUDGET: u64 = 1_000_000;
+    let test = "three_replicas_spend_a_budget_to_within_one_percent";
+    let Some(fleet) = Fleet::start(test, 3).await else {
+        return;
+    };
+    let session = fleet.session(BUDGET).await;
+    // Round-robin until every replica has refused three times in a row.
+    let mut in_a_row = [0; 3];
+    for i in 0..5_000 {
+        let r = i % 3;
+        let resp = fleet.post(r, &session, 400).await;
+        in_a_row[r] = if refused(&resp, &fleet.replicas[r]) {
+            in_a_row[r] + 1
+        } else {
+            0
+        };
+        if in_a_row.iter().all(|n| *n >= 3) {
+            break;
+        }
+    }
+    settle().await;
+    let got = fleet.received();
+    let stranded = BUDGET - got.min(BUDGET);
+    eprintln!("{test}: {got} of {BUDGET} spent, {stranded} stranded");
+    assert!(
+        got <= BUDGET,
+        "the origin received {got} of a {BUDGET} budget"
+    );
+    assert!(stranded * 100 <= BUDGET, "{stranded} of {BUDGET} stranded");
 }

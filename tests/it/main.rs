@@ -24,6 +24,7 @@ mod dns_levels;
 mod dns_listener;
 mod fleet;
 mod fleet_budget;
+mod fleet_loss;
 mod fleet_outage;
 mod fleet_tunnels;
 mod forward;
