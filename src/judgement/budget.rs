@@ -279,8 +279,15 @@ pub(crate) async fn fill<B>(
     req: &Request<B>,
     allowance: &Allowance,
     target: &Target,
+    max_head: usize,
 ) -> Result<(), Refusal> {
     if !allowance.leased() {
+        return Ok(());
+    }
+    let body = declared_length(req.headers()).unwrap_or(0);
+    // Holding enough for any head (at most `--max-header-bytes`): nothing to add up.
+    let most = body.saturating_add(max_head as u64 + HEAD_MARGIN);
+    if allowance.remaining().unwrap_or(0) >= most {
         return Ok(());
     }
     let fields: usize = req
@@ -289,9 +296,7 @@ pub(crate) async fn fill<B>(
         .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum();
     let line = req.method().as_str().len() + req.uri().to_string().len() + 13;
-    let need = declared_length(req.headers())
-        .unwrap_or(0)
-        .saturating_add((line + fields + 2) as u64 + HEAD_MARGIN);
+    let need = body.saturating_add((line + fields + 2) as u64 + HEAD_MARGIN);
     allowance.fill(need).await.map_err(|_| {
         Refusal::auth_required(crate::session::AuthError::StoreUnavailable, target)
             .with_detail("the session store cannot be reached and this replica holds too little of the upload budget")

@@ -129,6 +129,10 @@ impl Holdings {
 
     fn slot(&self, id: &str, held: Option<&Arc<Held>>) -> Arc<Held> {
         let mut by_id = self.lock();
+        // The request path: found, without making a key.
+        if let Some(slot) = by_id.get(id) {
+            return slot.held.clone();
+        }
         let slot = by_id.entry(id.to_string()).or_insert_with(|| Slot {
             held: held.cloned().unwrap_or_else(|| {
                 let held = Arc::new(Held::default());
