@@ -12,7 +12,9 @@
 //!
 //! Where sessions live is the [`Store`] interface ([`store`]): [`memory::MemoryStore`]
 //! (one process, the default) or [`redis_store::RedisStore`] (shared by every replica,
-//! docs/scale-out.md). The request path sees only the interface.
+//! docs/scale-out.md). The request path sees only the interface. A shared store also
+//! shares what bounds a session across replicas ([`held::Leases`]): its upload budget,
+//! taken in leases by the arithmetic of [`lease`], and its open tunnels.
 
 pub mod held;
 // The model the Lua scripts of `redis_budget` follow; its tests drive it.
