@@ -20,8 +20,14 @@
 # pinned with --resolve; every process it starts is recorded by PID and killed on exit;
 # every load run is bounded.
 #
-# Knobs (environment): ROUNDS=5 DURATION=5 CONNS=50 THREADS=2 BASE_PORT=21300 PROXY_BIN
-# (default: the release build). Ports BASE_PORT to BASE_PORT + 5.
+# With BUDGET=N each session's policy has `"max_upload_bytes": N`: on the Redis store the
+# budget is the fleet's, drawn in slices (docs/scale-out.md, "One upload budget"), so the
+# run shows what a budget costs a request there (req/s, and the EVALs among the
+# commands). Give a budget the whole run cannot spend (a refused request stops the run):
+# BUDGET=100000000000.
+#
+# Knobs (environment): ROUNDS=5 DURATION=5 CONNS=50 THREADS=2 BASE_PORT=21300 BUDGET
+# (none) PROXY_BIN (default: the release build). Ports BASE_PORT to BASE_PORT + 5.
 
 set -euo pipefail
 
@@ -30,6 +36,7 @@ DURATION=${DURATION:-5}
 CONNS=${CONNS:-50}
 THREADS=${THREADS:-2}
 BASE_PORT=${BASE_PORT:-21300}
+BUDGET=${BUDGET:-}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PROXY_BIN=${PROXY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/egress-proxy}
 
@@ -86,7 +93,9 @@ for store in memory redis; do
     PID[$store]=$!
     wait_port "${PORT[$store]}"
     wait_port "${ADMIN[$store]}"
-    body='{"network_policy": {"type": "allowlist", "allowed_domains": ["'$NAME:$HTTP_PORT'"]}}'
+    limit=""
+    [ -n "$BUDGET" ] && limit=', "max_upload_bytes": '$BUDGET
+    body='{"network_policy": {"type": "allowlist", "allowed_domains": ["'$NAME:$HTTP_PORT'"]'$limit'}}'
     created=$(curl -sf "http://127.0.0.1:${ADMIN[$store]}/v1/sessions" -d "$body")
     auth=$(python3 -c 'import base64, json, sys; s = json.loads(sys.argv[1]); print(base64.b64encode((s["id"] + ":" + s["token"]).encode()).decode())' "$created")
     cat >"$TMP/$store.lua" <<EOF

@@ -12,12 +12,12 @@ use crate::admin::{self, reload::Reloader, Admin};
 use crate::audit::AuditLog;
 use crate::config::SessionStoreConfig;
 use crate::config::{AdminConfig, CaSource, ServeConfig};
-use crate::judgement::{tunnel_counts::TunnelCounts, Phase, Policies, State};
+use crate::judgement::{budget::Budgets, tunnel_counts::TunnelCounts, Phase, Policies, State};
 use crate::load::{self, LoadError};
 use crate::metrics::Metrics;
 use crate::net::resolve::Resolver;
 use crate::net::synthetic::SyntheticNames;
-use crate::session::{redis_store::RedisStore, MemoryStore, Store};
+use crate::session::{redis_store::RedisStore, Leases, MemoryStore, Store};
 use crate::workers::{self, Kind, Server};
 
 mod process;
@@ -273,11 +273,13 @@ pub async fn serve_with(
     listeners.extend(socks.as_ref().map(|(_, addr)| *addr));
     listeners.extend(dns_listener.iter().flat_map(|(_, _, addrs)| *addrs));
     let own = crate::net::local::own_addresses(&listeners);
-    let sessions: Arc<dyn Store> = match &args.session_store {
-        SessionStoreConfig::Memory => Arc::new(MemoryStore::new(metrics.clone())),
+    // A shared store shares session budgets too (docs/scale-out.md, "One upload budget").
+    let (sessions, leases): (Arc<dyn Store>, Option<Arc<dyn Leases>>) = match &args.session_store {
+        SessionStoreConfig::Memory => (Arc::new(MemoryStore::new(metrics.clone())), None),
         SessionStoreConfig::Redis(url) => {
-            RedisStore::start(url, args.session_store_timeout, metrics.clone())
-                .map_err(StartError::SessionStore)?
+            let store = RedisStore::start(url, args.session_store_timeout, metrics.clone())
+                .map_err(StartError::SessionStore)?;
+            (store.clone(), Some(store))
         }
     };
     let state = Arc::new(State {
@@ -296,7 +298,7 @@ pub async fn serve_with(
         phase: tokio::sync::watch::Sender::new(Phase::Serving),
         synthetic: Arc::new(SyntheticNames::new()),
         interception,
-        budgets: Default::default(),
+        budgets: Budgets::new(leases),
         parent: args.parent.clone(),
     });
     let reloader = Arc::new(Reloader::new(

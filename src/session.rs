@@ -12,13 +12,21 @@
 //!
 //! Where sessions live is the [`Store`] interface ([`store`]): [`memory::MemoryStore`]
 //! (one process, the default) or [`redis_store::RedisStore`] (shared by every replica,
-//! docs/scale-out.md). The request path sees only the interface.
+//! docs/scale-out.md). The request path sees only the interface. A shared store also
+//! shares what bounds a session across replicas ([`held::Leases`]): its upload budget,
+//! taken in leases by the arithmetic of [`lease`], and its open tunnels.
 
+pub mod held;
+// The model the Lua scripts of `redis_budget` follow; its tests drive it.
+#[cfg_attr(not(test), allow(dead_code))]
+pub mod lease;
 pub mod memory;
 mod redis_admin;
+mod redis_budget;
 mod redis_record;
 pub mod redis_store;
 mod redis_sync;
+mod redis_tunnels;
 pub mod store;
 
 use std::any::Any;
@@ -33,6 +41,7 @@ use tokio::sync::watch;
 
 use crate::metrics::Metrics;
 use crate::policy::RequestPolicy;
+pub use held::{Held, Leases};
 pub use memory::MemoryStore;
 pub use store::{BoxFuture, CreateError, NewSession, Store, StoreError};
 

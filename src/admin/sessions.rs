@@ -105,7 +105,23 @@ pub async fn list(admin: &Admin) -> Response<Body> {
 /// `GET /v1/sessions/{id}`, without the token.
 pub async fn get(admin: &Admin, id: &str) -> Response<Body> {
     match admin.state.sessions.get(id).await {
-        Ok(Some(view)) => json_response(StatusCode::OK, json!(view)),
+        Ok(Some(view)) => {
+            // What it sent upstream: through this proxy, or with a shared store, through
+            // every replica (docs/reference/control-plane.md).
+            let uploaded = match admin.state.budgets.uploaded(id).await {
+                Ok(n) => n,
+                Err(e) => return unavailable(&e),
+            };
+            let mut body = json!(view);
+            body["uploaded_bytes"] = json!(uploaded);
+            if let Some(shared) = admin.state.budgets.shared() {
+                match shared.fleet_tunnels(id).await {
+                    Ok(n) => body["open_tunnels"] = json!(n),
+                    Err(e) => return unavailable(&e),
+                }
+            }
+            json_response(StatusCode::OK, body)
+        }
         Ok(None) => not_found(),
         Err(e) => unavailable(&e),
     }

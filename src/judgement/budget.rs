@@ -9,20 +9,20 @@
 //! meter the session's requests and tunnels share, so concurrent takers never overspend.
 //!
 //! The meters are keyed by session id, here rather than in the session store, so the
-//! store can change (or live elsewhere) without losing what a session has spent.
+//! store can change (or live elsewhere) without losing what a session has spent
+//! ([`budgets`]). With a shared store a session's bytes come instead from what this
+//! replica holds of its fleet-wide budget (docs/scale-out.md, "One upload budget").
 
-use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use hyper::header::{HeaderMap, CONTENT_LENGTH};
 use hyper::{Method, Request};
 
 use super::refusal::Refusal;
 use crate::policy::{Budget, Reason, Target};
-use crate::session::Session;
+use crate::session::{Held, Leases, StoreError};
 
 /// The bytes one session (or the proxy) has sent upstream.
 #[derive(Debug, Default)]
@@ -87,10 +87,29 @@ impl Meter {
 
 /// What an approved request or tunnel may send upstream: its session's (or the
 /// proxy's) meter, under the budget in force for it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Allowance {
     meter: Arc<Meter>,
     budget: Option<Budget>,
+    /// With a shared store, a session's bytes come from what this replica holds of its
+    /// fleet-wide budget (docs/scale-out.md, "One upload budget"), not from `meter`.
+    fleet: Option<Fleet>,
+}
+
+#[derive(Clone)]
+struct Fleet {
+    id: Arc<str>,
+    held: Arc<Held>,
+    leases: Arc<dyn Leases>,
+}
+
+impl std::fmt::Debug for Allowance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Allowance")
+            .field("budget", &self.budget)
+            .field("fleet", &self.fleet.is_some())
+            .finish()
+    }
 }
 
 impl Allowance {
@@ -100,6 +119,7 @@ impl Allowance {
         Allowance {
             meter: Arc::default(),
             budget: None,
+            fleet: None,
         }
     }
 
@@ -109,17 +129,64 @@ impl Allowance {
         Allowance {
             meter: Arc::default(),
             budget,
+            fleet: None,
         }
     }
 
     /// Grant up to `want` bytes: all of them without a budget, else what still fits.
     pub fn grant(&self, want: usize) -> usize {
-        self.meter.take(want as u64, self.budget.map(|b| b.bytes)) as usize
+        match (&self.fleet, self.budget) {
+            (Some(f), Some(_)) => f.held.take(want as u64) as usize,
+            (Some(f), None) => {
+                f.held.count(want as u64);
+                want
+            }
+            (None, budget) => self.meter.take(want as u64, budget.map(|b| b.bytes)) as usize,
+        }
     }
 
     /// Grant all of `want` bytes or none (see [`Meter::take_whole`]).
     pub fn grant_whole(&self, want: u64) -> bool {
-        self.meter.take_whole(want, self.budget.map(|b| b.bytes))
+        match (&self.fleet, self.budget) {
+            (Some(f), Some(_)) => f.held.take_whole(want),
+            (Some(f), None) => {
+                f.held.count(want);
+                true
+            }
+            (None, budget) => self.meter.take_whole(want, budget.map(|b| b.bytes)),
+        }
+    }
+
+    /// Whether the bytes come from a fleet-wide budget, drawn from the store.
+    pub fn leased(&self) -> bool {
+        self.fleet.is_some() && self.budget.is_some()
+    }
+
+    /// With a fleet-wide budget, make this replica hold at least `need` bytes when the
+    /// fleet has them: one draw from the store when it holds less. Without one, or
+    /// holding enough already, nothing to do.
+    pub async fn fill(&self, need: u64) -> Result<(), StoreError> {
+        match (&self.fleet, self.budget) {
+            (Some(f), Some(b)) if f.held.avail() < need.max(1) => {
+                f.leases.fill(&f.id, &f.held, b.bytes, need).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Grant up to `want` bytes, drawing from the store first when this replica holds
+    /// fewer (a tunnel or a body that outlasts its holding). What the store cannot give
+    /// is not granted.
+    pub async fn grant_filled(&self, want: usize) -> usize {
+        let granted = self.grant(want);
+        if granted == want || !self.leased() {
+            return granted;
+        }
+        let short = (want - granted) as u64;
+        if self.fill(short).await.is_err() {
+            return granted;
+        }
+        granted + self.grant(want - granted)
     }
 
     /// The budget in force, if any.
@@ -130,6 +197,9 @@ impl Allowance {
     /// Bytes left under the budget; `None` without one.
     pub fn remaining(&self) -> Option<u64> {
         let budget = self.budget?;
+        if let Some(f) = &self.fleet {
+            return Some(f.held.avail());
+        }
         Some(budget.bytes.saturating_sub(self.meter.spent()))
     }
 }
@@ -197,6 +267,42 @@ pub(crate) fn admit<B>(
     }
 }
 
+/// Room left for what building the head for upstream adds to the head as received (a
+/// `Host` field, an absolute target made origin-form usually shrinks it).
+const HEAD_MARGIN: u64 = 512;
+
+/// With a fleet-wide budget, draw what the request may need before it is admitted: its
+/// declared body and its head as received, with [`HEAD_MARGIN`] (docs/scale-out.md, "One
+/// upload budget"). A store that cannot be reached when this replica holds too little
+/// is 503 `session_store_unavailable`: what it holds is spent, never more.
+pub(crate) async fn fill<B>(
+    req: &Request<B>,
+    allowance: &Allowance,
+    target: &Target,
+    max_head: usize,
+) -> Result<(), Refusal> {
+    if !allowance.leased() {
+        return Ok(());
+    }
+    let body = declared_length(req.headers()).unwrap_or(0);
+    // Holding enough for any head (at most `--max-header-bytes`): nothing to add up.
+    let most = body.saturating_add(max_head as u64 + HEAD_MARGIN);
+    if allowance.remaining().unwrap_or(0) >= most {
+        return Ok(());
+    }
+    let fields: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    let line = req.method().as_str().len() + req.uri().to_string().len() + 13;
+    let need = body.saturating_add((line + fields + 2) as u64 + HEAD_MARGIN);
+    allowance.fill(need).await.map_err(|_| {
+        Refusal::auth_required(crate::session::AuthError::StoreUnavailable, target)
+            .with_detail("the session store cannot be reached and this replica holds too little of the upload budget")
+    })
+}
+
 /// A request's `Content-Length`, when it declares one that parses.
 pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
     headers
@@ -217,67 +323,9 @@ pub(crate) fn refusal(target: &Target, budget: Budget) -> Refusal {
     refusal
 }
 
-/// One session's meter, kept while the session may still send.
-struct Entry {
-    session: Weak<Session>,
-    idle_timeout: Duration,
-    used: Instant,
-    meter: Arc<Meter>,
-}
-
-impl Entry {
-    /// A meter may go once nobody holds its session (the store has let it go, and no
-    /// request or tunnel runs under it) and it has been unused past the session's idle
-    /// timeout, so the session has expired whatever store keeps it. Ids are never
-    /// reused, so a meter let go is never needed again.
-    fn done(&self, now: Instant) -> bool {
-        self.session.strong_count() == 0 && now.duration_since(self.used) > self.idle_timeout
-    }
-}
-
-/// The meters: one per session, one for the requests without a session.
-#[derive(Default)]
-pub struct Budgets {
-    proxy: Arc<Meter>,
-    sessions: Mutex<Sessions>,
-}
-
-#[derive(Default)]
-struct Sessions {
-    by_id: HashMap<String, Entry>,
-    /// Prune the map when it grows past this (doubling, so pruning is amortised).
-    prune_at: usize,
-}
-
-impl Budgets {
-    /// The allowance of a request under `budget`, drawn from its session's meter (or
-    /// the proxy's).
-    pub fn allowance(&self, session: Option<&Arc<Session>>, budget: Option<Budget>) -> Allowance {
-        let meter = match session {
-            None => self.proxy.clone(),
-            Some(s) => self.session_meter(s),
-        };
-        Allowance { meter, budget }
-    }
-
-    fn session_meter(&self, s: &Arc<Session>) -> Arc<Meter> {
-        let now = Instant::now();
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if sessions.by_id.len() >= sessions.prune_at {
-            sessions.by_id.retain(|_, e| !e.done(now));
-            sessions.prune_at = (2 * sessions.by_id.len()).max(64);
-        }
-        let entry = sessions.by_id.entry(s.id.clone()).or_insert_with(|| Entry {
-            session: Arc::downgrade(s),
-            idle_timeout: s.idle_timeout,
-            used: now,
-            meter: Arc::default(),
-        });
-        entry.used = now;
-        entry.session = Arc::downgrade(s);
-        entry.meter.clone()
-    }
-}
+#[path = "budgets.rs"]
+mod budgets;
+pub use budgets::Budgets;
 
 #[cfg(test)]
 #[path = "budget_tests.rs"]

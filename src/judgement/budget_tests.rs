@@ -1,7 +1,10 @@
 //! The meter and the allowance: granting never passes the budget, whoever asks.
 
 use super::*;
+use std::time::Duration;
+
 use crate::policy::Level;
+use crate::session::Session;
 
 fn budget(bytes: u64) -> Option<Budget> {
     Some(Budget {

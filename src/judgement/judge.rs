@@ -59,6 +59,9 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     }
     // The budget comes last of the policy's judgements, before any lookup.
     let allowance = state.budgets.allowance(session.as_ref(), limit);
+    budget::fill(req, &allowance, &target, state.limits.max_header_bytes)
+        .await
+        .map_err(tag)?;
     budget::admit(req, &allowance, &target).map_err(tag)?;
     let addrs = checked_addrs(&decision, &eff, &session, &target, state).await?;
     drop(levels);
@@ -106,6 +109,9 @@ pub async fn judge_inner<B>(
     settle(&decision, &target, &session, state, client, url).await?;
     // The tunnel's session (or the proxy) pays for what each request inside sends.
     let allowance = state.budgets.allowance(session.as_ref(), limit);
+    budget::fill(req, &allowance, &target, state.limits.max_header_bytes)
+        .await
+        .map_err(tag)?;
     budget::admit(req, &allowance, &target).map_err(tag)?;
     Ok(Approved {
         target,

@@ -3,9 +3,10 @@
 //! its body, cut where the [`Allowance`] ends. The meters and the step of the judgement
 //! that refuses before anything is sent are `crate::judgement::budget`'s.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -43,6 +44,9 @@ pub(crate) fn admit_head(
     Err(refusal(target, budget).with_detail(why))
 }
 
+/// A draw from the store a body waits on.
+type Draw = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// What a request sent upstream, shared by its body and its record (one allocation per
 /// request): the bytes granted, and whether the upload budget cut the body.
 #[derive(Debug, Default)]
@@ -62,6 +66,11 @@ pub struct Budgeted<B> {
     /// The failure is held back for one poll after the cut frame, so hyper writes that
     /// frame out (it flushes when the body is not ready) before it aborts the request.
     held: bool,
+    /// With a fleet-wide budget: the rest of a frame this replica held too little for,
+    /// waiting on a draw from the store (docs/scale-out.md, "One upload budget").
+    /// (In a mutex only so the body is `Sync`, as hyper's boxed bodies are; it is only
+    /// ever reached through `&mut`.)
+    waiting: Option<(Bytes, Mutex<Draw>)>,
 }
 
 impl<B> Budgeted<B> {
@@ -71,6 +80,7 @@ impl<B> Budgeted<B> {
             allowance,
             sent,
             held: false,
+            waiting: None,
         }
     }
 }
@@ -94,19 +104,66 @@ where
             }
             return Poll::Ready(Some(Err(Box::new(Spent))));
         }
+        if let Some((_, draw)) = &mut self.waiting {
+            let draw = draw.get_mut().unwrap_or_else(|p| p.into_inner());
+            if draw.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let (data, _) = self.waiting.take().expect("waiting");
+            return self.send(data, false);
+        }
         let frame = match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => frame,
             Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
             Poll::Ready(None) => return Poll::Ready(None),
             Poll::Pending => return Poll::Pending,
         };
-        let mut data = match frame.into_data() {
+        let data = match frame.into_data() {
             Ok(data) => data,
             // Trailers are a head, not body bytes: not counted.
             Err(frame) => return Poll::Ready(Some(Ok(frame))),
         };
+        let again = self.allowance.leased();
+        let polled = self.send(data, again);
+        if matches!(polled, Poll::Pending) {
+            // A draw to wait on: poll it now, so its waker is this task's.
+            return self.poll_frame(cx);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        !self.sent.cut.load(Ordering::Relaxed) && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B> Budgeted<B> {
+    /// Grant `data` what fits; with `draw`, what does not fit waits for one draw from
+    /// the store (`Pending`, [`Budgeted::waiting`] set) before it is cut.
+    fn send(
+        &mut self,
+        mut data: Bytes,
+        draw: bool,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let granted = self.allowance.grant(data.len());
         self.sent.bytes.fetch_add(granted as u64, Ordering::Relaxed);
+        if granted < data.len() && draw {
+            let rest = data.split_off(granted);
+            let allowance = self.allowance.clone();
+            let need = rest.len() as u64;
+            let fill = Box::pin(async move {
+                let _ = allowance.fill(need).await;
+            });
+            self.waiting = Some((rest, Mutex::new(fill)));
+            if granted == 0 {
+                return Poll::Pending;
+            }
+            return Poll::Ready(Some(Ok(Frame::data(data))));
+        }
         if granted < data.len() {
             self.sent.cut.store(true, Ordering::Relaxed);
             if granted == 0 {
@@ -116,13 +173,5 @@ where
             data.truncate(granted);
         }
         Poll::Ready(Some(Ok(Frame::data(data))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        !self.sent.cut.load(Ordering::Relaxed) && self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }

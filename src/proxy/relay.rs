@@ -60,7 +60,7 @@ pub async fn both_ways(
     };
     // Bytes hyper read past the CONNECT head and the first-bytes judgement did not take.
     if !parts.read_buf.is_empty() {
-        let granted = allowance.grant(parts.read_buf.len());
+        let granted = allowance.grant_filled(parts.read_buf.len()).await;
         up.fetch_add(granted as u64, Ordering::Relaxed);
         upstream.write_all(&parts.read_buf[..granted]).await?;
         if granted < parts.read_buf.len() {
@@ -145,6 +145,17 @@ impl Way<'_> {
         self.count.fetch_add(granted as u64, Ordering::Relaxed);
         granted
     }
+
+    /// [`Way::moved`], drawing from the store when a fleet-wide budget's holding here
+    /// is short (docs/scale-out.md, "One upload budget").
+    pub async fn moved_filled(&self, n: usize) -> usize {
+        let granted = match self.allowance {
+            Some(a) if a.leased() => a.grant_filled(n).await,
+            _ => return self.moved(n),
+        };
+        self.count.fetch_add(granted as u64, Ordering::Relaxed);
+        granted
+    }
 }
 
 /// How a burst of bytes ended.
@@ -175,6 +186,9 @@ async fn one_way(
     // Whether bulk bytes are read in batches (see `splice`), kept from burst to burst.
     #[cfg(target_os = "linux")]
     let mut pace = splice::Pace::new();
+    // A pipe's bytes are granted without waiting; a fleet-wide budget may have to wait
+    // for a draw, so its bytes are copied.
+    let zero_copy = zero_copy && !way.allowance.is_some_and(Allowance::leased);
     loop {
         from.readable().await?;
         let mut burst = copy_burst(&from, &mut to, way, activity, zero_copy).await?;
@@ -232,7 +246,7 @@ async fn copy_burst(
         match from.try_read_buf(&mut buf) {
             Ok(0) => return Ok(Burst::Ended),
             Ok(n) => {
-                let granted = way.moved(n);
+                let granted = way.moved_filled(n).await;
                 activity.relayed();
                 to.write_all(&buf[..granted]).await?;
                 activity.touch();

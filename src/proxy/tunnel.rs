@@ -59,9 +59,14 @@ async fn prepare(approved: &Approved, state: &State, client: &Client) -> Result<
     };
     let slots = match state.tunnels.try_open(client.addr.ip()) {
         None => Err(limit("too many open tunnels from this client")),
-        Some(slot) => match TunnelOpen::try_new(state, approved.session.as_ref()) {
-            None => Err(limit("too many open tunnels in this session")),
-            Some(open) => Ok((slot, open)),
+        Some(slot) => match TunnelOpen::try_new(state, approved.session.as_ref()).await {
+            Ok(None) => Err(limit("too many open tunnels in this session")),
+            Ok(Some(open)) => Ok((slot, open)),
+            Err(_) => Err(Refusal::auth_required(
+                crate::session::AuthError::StoreUnavailable,
+                &approved.target,
+            )
+            .in_session(&approved.session)),
         },
     };
     let (slot, open) = match slots {
@@ -239,7 +244,7 @@ where
     }
     let mut upstream = of.activity.watch_counting(upstream, of.down);
     // The first bytes were counted as read; only what the budget grants is sent.
-    let granted = approved.budget.grant(first.len());
+    let granted = approved.budget.grant_filled(first.len()).await;
     of.sent
         .fetch_sub((first.len() - granted) as u64, Ordering::Relaxed);
     if upstream.write_all(&first[..granted]).await.is_err() {

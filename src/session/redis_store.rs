@@ -72,6 +72,14 @@ pub struct RedisStore {
     pub(super) resubscribe: Notify,
     pub(super) last_ping: AtomicU64,
     pub(super) metrics: Arc<Metrics>,
+    /// This process's name in the budget keys (`super::redis_budget`): random, so a
+    /// restarted replica never takes over a dead one's reserves.
+    pub(super) replica: String,
+    /// What this replica holds of each session's upload budget.
+    pub(super) holdings: super::redis_budget::Holdings,
+    /// When this replica last set its tunnel counts, and the sessions it set.
+    pub(super) tunnels_refreshed: AtomicU64,
+    pub(super) tunnels_counted: Mutex<std::collections::HashSet<String>>,
 }
 
 impl RedisStore {
@@ -100,6 +108,10 @@ impl RedisStore {
             resubscribe: Notify::new(),
             last_ping: AtomicU64::new(0),
             metrics,
+            replica: random_hex(8),
+            holdings: Default::default(),
+            tunnels_refreshed: AtomicU64::new(0),
+            tunnels_counted: Mutex::default(),
         });
         tokio::spawn(super::redis_sync::listen(Arc::downgrade(&store)));
         Ok(store)

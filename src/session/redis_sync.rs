@@ -82,6 +82,8 @@ impl RedisStore {
             return;
         }
         self.sync_traffic(now).await;
+        self.budget_upkeep(now).await;
+        self.tunnel_upkeep(now).await;
         self.evict(now);
     }
 

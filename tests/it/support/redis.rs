@@ -114,6 +114,11 @@ impl RedisServer {
         self.signal("STOP");
     }
 
+    /// SIGCONT: a paused server answers again.
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
     /// SIGKILL, and wait for it to be gone.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
