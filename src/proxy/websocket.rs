@@ -219,7 +219,9 @@ where
                 return upstream_write.shutdown().await;
             }
             activity.relayed();
-            let granted = allowance.grant(n);
+            // A fleet-wide budget draws from the store when this replica holds too
+            // little (docs/scale-out.md, "One upload budget").
+            let granted = allowance.grant_filled(n).await;
             up.fetch_add(granted as u64, Ordering::Relaxed);
             upstream_write.write_all(&buf[..granted]).await?;
             if granted < n {
