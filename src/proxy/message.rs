@@ -105,7 +105,7 @@ fn texts(refusal: &Refusal, dest: &str) -> (String, String) {
         ),
         Reason::HostMismatch => (
             format!("The request to {dest} names another host than the one it was judged for"),
-            format!("Each destination is judged on its own: if it is needed, ask {who} to add it to {policy}."),
+            format!("Each destination is judged on its own: if the host it names is needed, ask {who} to add that host to {policy}."),
         ),
         Reason::SniMismatch => (
             format!("The tunnel to {dest} began for another name than its CONNECT named, or with bytes its policy does not allow"),
