@@ -8,7 +8,8 @@
 # sends FEW and then MANY keep-alive GETs over one client connection (a small Python
 # client), and prints (instructions at MANY - instructions at FEW) / (MANY - FEW): the
 # start-up cost cancels out. Needs valgrind, nginx and python3. Knobs (environment):
-# FEW=500 MANY=2500 BASE_PORT=21200 PROXY_BIN (default: the release build), RULES=1 (the
+# FEW=500 MANY=2500 BASE_PORT=21200 KEEP=DIR (keep the callgrind files there) PROXY_BIN
+# (default: the release build), RULES=1 (the
 # entry is `{ host = ..., access = "read-only" }`, so each GET is judged by method and
 # normalised path), BUDGET=N (`[limits] upload_bytes = N`, so each request is drawn from
 # an upload budget; make N larger than the run sends, about 60 bytes a request, or the
@@ -135,3 +136,9 @@ count() {
 few=$(count "$FEW")
 many=$(count "$MANY")
 echo "instructions per keep-alive request (callgrind, one worker): $(( (many - few) / (MANY - FEW) ))"
+# KEEP=DIR keeps both runs' callgrind files there, for `callgrind_annotate` (the
+# difference between the two is the requests' own cost).
+if [ -n "${KEEP:-}" ]; then
+    mkdir -p "$KEEP"
+    cp "$TMP/callgrind.$FEW" "$TMP/callgrind.$MANY" "$KEEP/"
+fi
