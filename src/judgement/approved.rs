@@ -36,6 +36,8 @@ pub struct Approved {
     pub judged: Judged,
     /// What it may send upstream: its session's (or the proxy's) upload budget.
     pub budget: Allowance,
+    /// A WebSocket handshake, forwarded with its upgrade (`crate::proxy::websocket`).
+    pub websocket: bool,
 }
 
 /// How a request was judged beyond its host and port.

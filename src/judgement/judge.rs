@@ -27,11 +27,10 @@ use crate::session::{self, AuthError, Session};
 
 /// Judge `req`: Ok with the approved addresses, or why it stops.
 pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Result<Approved, Stop> {
-    request::head_within(req, state.limits.max_header_bytes)?;
+    let has_upgrade = request::head_within(req, state.limits.max_header_bytes)?;
     let target = request::target(req)?;
-    if req.method() != hyper::Method::CONNECT {
-        request::upgrade(req, &target)?;
-    }
+    let websocket =
+        has_upgrade && req.method() != hyper::Method::CONNECT && request::upgrade(req, &target)?;
     refuse_while_unaudited(state, &target)?;
     let policies = state.policies();
     let session = credentials(req, state, &target).await?;
@@ -76,6 +75,7 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
         header,
         judged,
         budget: allowance,
+        websocket,
     })
 }
 
@@ -89,11 +89,11 @@ pub async fn judge_inner<B>(
     state: &State,
     client: &Client,
 ) -> Result<Approved, Stop> {
-    request::head_within(req, state.limits.max_header_bytes)?;
+    let has_upgrade = request::head_within(req, state.limits.max_header_bytes)?;
     let session = tunnel.session.clone();
     let tag = |r: Refusal| r.in_session(&session);
     let target = request::inner_target(req, &tunnel.target).map_err(tag)?;
-    request::upgrade(req, &target).map_err(tag)?;
+    let websocket = has_upgrade && request::upgrade(req, &target).map_err(tag)?;
     refuse_while_unaudited(state, &target)?;
     let policies = tunnel.policies.clone();
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
@@ -124,6 +124,7 @@ pub async fn judge_inner<B>(
         header: None,
         judged,
         budget: allowance,
+        websocket,
     })
 }
 

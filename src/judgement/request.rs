@@ -18,41 +18,47 @@ const NETWORK_POLICY: HeaderName = HeaderName::from_static(NETWORK_POLICY_HEADER
 /// Refuse a request head larger than `max` bytes (`--max-header-bytes`, 431). The first
 /// head of a connection is measured before hyper reads it (`crate::proxy::preflight`); this
 /// holds the later heads of a kept-alive connection to the same limit, counting the
-/// request target and every header as they appear on the wire.
-pub fn head_within<B>(req: &Request<B>, max: usize) -> Result<(), Refusal> {
+/// request target and every header as they appear on the wire. Says whether the head
+/// has an `Upgrade` field (for [`upgrade`]).
+pub fn head_within<B>(req: &Request<B>, max: usize) -> Result<bool, Refusal> {
     let uri = req.uri();
     let target = uri.path_and_query().map_or(0, |p| p.as_str().len())
         + uri.authority().map_or(0, |a| a.as_str().len())
         + uri.scheme_str().map_or(0, |s| s.len() + 3);
     let mut size = req.method().as_str().len() + target + 12;
+    // The same pass notes an `Upgrade` field (a compare, not a lookup): most requests
+    // have none, and then nothing more is looked at for it.
+    let mut upgrade = false;
     for (name, value) in req.headers() {
         size += name.as_str().len() + value.len() + 4;
+        upgrade |= name == UPGRADE;
     }
     if size > max {
         return Err(Refusal::head_too_large(format!(
             "request head larger than {max} bytes"
         )));
     }
-    Ok(())
+    Ok(upgrade)
 }
 
 /// The one upgrade the proxy passes on is a WebSocket's (docs/reference/inspection.md,
 /// "WebSocket"): a request asking for any other (`h2c`, anything else) is refused
 /// `invalid_request`, rather than forwarded without it.
-pub fn upgrade<B>(req: &Request<B>, target: &Target) -> Result<(), Refusal> {
+/// Whether it is a WebSocket's, to be forwarded with its upgrade.
+pub fn upgrade<B>(req: &Request<B>, target: &Target) -> Result<bool, Refusal> {
     let Some(value) = req.headers().get(UPGRADE) else {
-        return Ok(());
+        return Ok(false);
     };
     if !asks_upgrade(req.headers()) {
         // `Upgrade` without `Connection: upgrade` asks for nothing: it is removed with
         // the other hop-by-hop headers.
-        return Ok(());
+        return Ok(false);
     }
     let websocket = req.method() == Method::GET
         && req.headers().get_all(UPGRADE).iter().count() == 1
         && value.as_bytes().eq_ignore_ascii_case(b"websocket");
     if websocket {
-        return Ok(());
+        return Ok(true);
     }
     Err(
         Refusal::new(Reason::InvalidRequest, target.host.to_string(), target.port).with_detail(

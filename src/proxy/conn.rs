@@ -204,7 +204,7 @@ fn handle(
                 Box::pin(tunnel::open(req, approved, state, client, done, upstream)).await
             }
             // Boxed: rare, and its future holds the whole handshake.
-            _ if websocket::asked(&req) => {
+            _ if approved.websocket => {
                 Box::pin(websocket::forward(req, approved, state, client, upstream)).await
             }
             // Counted by `forward` once its head is paid for.

@@ -168,7 +168,7 @@ async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
     tracing::debug!(request_id = %client.request_id, host = %inside.tunnel.target.host, method = %req.method(), path = req.uri().path(), "a request inside an intercepted tunnel");
     match judge::judge_inner(&req, inside.tunnel, state, &client).await {
         // Counted by `forward` once its head is paid for.
-        Ok(approved) if websocket::asked(&req) => {
+        Ok(approved) if approved.websocket => {
             let pool = inside.pool.clone();
             Box::pin(websocket::forward(
                 req,

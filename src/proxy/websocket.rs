@@ -28,18 +28,10 @@ use super::{answer, Body, BoxError};
 use crate::judgement::approved::Approved;
 use crate::judgement::budget::{self, Allowance};
 use crate::judgement::record::{audit_cut, audit_refusal, audit_websocket, count_approved, Client};
-use crate::judgement::request::asks_upgrade;
 use crate::judgement::State;
 
 /// The most bytes one read moves, each way.
 const CHUNK: usize = 16 * 1024;
-
-/// Whether `req` asks for a WebSocket (`Upgrade: websocket` with `Connection:
-/// upgrade`). The judgement has refused every other upgrade by then
-/// (`crate::judgement::request::upgrade`).
-pub(crate) fn asked<B>(req: &Request<B>) -> bool {
-    req.headers().contains_key(UPGRADE) && asks_upgrade(req.headers())
-}
 
 /// Forward an allowed WebSocket handshake; after upstream's `101`, relay the
 /// connection in a task of its own and answer the client's `101`.
