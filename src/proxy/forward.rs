@@ -25,7 +25,7 @@ use crate::judgement::record::{
 };
 use crate::judgement::refusal::{Failure, Refusal};
 use crate::judgement::State;
-use crate::net::dial::DialError;
+use crate::net::dial::{CheckedAddr, DialError};
 use crate::net::parent::Parent;
 
 pub use head::strip_hop_by_hop;
@@ -57,24 +57,25 @@ pub fn forward<'u>(
 
 /// A request ready to go upstream: its allowed record (armed), the request with its
 /// head built, and the length of that head.
-struct Ready {
-    record: AllowedRecord,
-    req: Request<Body>,
-    head_up: u64,
+pub(super) struct Ready {
+    pub(super) record: AllowedRecord,
+    pub(super) req: Request<Body>,
+    pub(super) head_up: u64,
 }
 
 /// The head built for upstream and paid for; the request counted; its allowed record
 /// armed. Or, for a head over the upload budget, the (boxed) recording and answer of
 /// its refusal.
-fn prepare(
+pub(super) fn prepare(
     req: Request<Incoming>,
     approved: Approved,
     state: Arc<State>,
     client: Client,
 ) -> Result<Ready, Pin<Box<impl Future<Output = Response<Body>>>>> {
     // The target is kept for the record's URL only when a record may be written, and
-    // the URL is built only when one is: a budget alone writes one only for a cut body.
-    let uri = if state.audit_allowed || approved.budget.budget().is_some() {
+    // the URL is built only when one is: a budget alone writes one only for a cut body;
+    // a WebSocket's records are always written.
+    let uri = if state.audit_allowed || approved.budget.budget().is_some() || approved.websocket {
         match &approved.upstream_tls {
             None => (req.method() != Method::CONNECT).then(|| req.uri().clone()),
             Some(_) => Some(req.uri().clone()),
@@ -144,80 +145,114 @@ fn exchange(
             }
             paid
         };
-        let approved = &record.approved;
-        let tls = approved.upstream_tls.as_ref();
-        // Through a parent proxy (docs/reference/parent-proxy.md): plain HTTP is sent to
-        // the parent itself, in absolute form; over TLS, a new connection is a tunnel
-        // through it.
-        let route = parent_route(&record.state, approved);
-        let (addrs, via) = match (&route, tls) {
-            (Some((parent, _)), None) => (parent.addrs(), None),
-            (Some((parent, authority)), Some(_)) => {
-                (&approved.addrs[..], Some(Via { parent, authority }))
-            }
-            (None, _) => (&approved.addrs[..], None),
-        };
+        let route = parent_route(&record.state, &record.approved);
+        let (addrs, via) = hop(&route, &record.approved);
+        let tls = record.approved.upstream_tls.as_ref();
         let sent = upstream.send(addrs, upstream_req, tls, via, resend).await;
-        let to_parent = route.is_some() && tls.is_none();
-        let sent = match sent {
-            Err(SendError::Dial(e)) if to_parent => {
-                Err(SendError::Dial(parent_unreachable(&route, e)))
-            }
-            Ok((resp, _))
-                if to_parent && resp.status() == StatusCode::PROXY_AUTHENTICATION_REQUIRED =>
-            {
-                // The parent refused its own credentials: no origin saw the request.
-                let said = format!(
-                    "the parent proxy {} answered 407 Proxy Authentication Required",
-                    route.as_ref().map_or("", |(p, _)| p.name())
-                );
-                record.armed = false;
-                return answer::fail(
-                    &Failure::dial(&approved.target, &DialError::Parent(said)),
-                    &record.client.request_id,
-                );
-            }
-            sent => sent,
-        };
-        let (resp, lease) = match sent {
+        let (resp, lease) = match outcome(&mut record, sent, &route) {
             Ok(sent) => sent,
-            Err(SendError::Upstream(e)) if budget::is_spent(&e) => {
-                // No answer had started: the client is told why its request was cut.
-                // The record (written when `record` is dropped) says so too.
-                let refusal = record.cut_refusal();
-                return answer::refuse(&refusal, &record.client.request_id);
-            }
-            Err(e) => {
-                let failure = upstream_failure(&e, &record.approved);
-                let request_id = &record.client.request_id;
-                tracing::info!(request_id = %request_id, error = %e, "{}", failure.message);
-                if let SendError::Dial(_) = e {
-                    // Nothing reached upstream: a failure, not an allowed connection.
-                    record.armed = false;
-                }
-                return answer::fail(&failure, &record.client.request_id);
-            }
+            Err(stopped) => return *stopped,
         };
-        record
-            .state
-            .metrics
-            .observe_first_byte(record.approved.decided_at.elapsed());
-        let (mut parts, body) = resp.into_parts();
-        strip_hop_by_hop(&mut parts.headers);
-        // Through a parent, the address the proxy checked, not the parent's.
-        record.dialed = match to_parent {
-            true => record.approved.addrs.first().map(|a| a.addr()),
-            false => Some(lease.addr().addr()),
-        };
-        let body = Metered {
-            inner: body,
-            down: head::response_len(&parts.headers),
-            record: Some(record),
-            ended: false,
-            lease: Some((lease, upstream.clone())),
-        };
-        Response::from_parts(parts, body.map_err(BoxError::from).boxed())
+        let dialed = dialed(&route, &record.approved, &lease);
+        answered(record, resp, dialed, Some((lease, upstream.clone())))
     }
+}
+
+/// Where an approved request's connection goes (docs/reference/parent-proxy.md): its
+/// checked addresses; or, through a parent, plain HTTP to the parent itself (in absolute
+/// form) and TLS through a tunnel the parent opens.
+pub(super) fn hop<'a>(
+    route: &'a Option<Route>,
+    approved: &'a Approved,
+) -> (&'a [CheckedAddr], Option<Via<'a>>) {
+    match (route, &approved.upstream_tls) {
+        (Some((parent, _)), None) => (parent.addrs(), None),
+        (Some((parent, authority)), Some(_)) => {
+            (&approved.addrs[..], Some(Via { parent, authority }))
+        }
+        (None, _) => (&approved.addrs[..], None),
+    }
+}
+
+/// The address the record names: the one the connection reached, or through a parent
+/// to which plain HTTP was sent, the first checked address (not the parent's).
+pub(super) fn dialed(
+    route: &Option<Route>,
+    approved: &Approved,
+    lease: &Lease,
+) -> Option<std::net::SocketAddr> {
+    match (route, &approved.upstream_tls) {
+        (Some(_), None) => approved.addrs.first().map(|a| a.addr()),
+        _ => Some(lease.addr().addr()),
+    }
+}
+
+/// What upstream's send came to: its answer, or the client's answer for a request that
+/// got none (cut by the budget, failed, or refused by the parent), with the record
+/// disarmed where nothing reached upstream.
+pub(super) fn outcome(
+    record: &mut AllowedRecord,
+    sent: Result<(Response<Incoming>, Lease), SendError>,
+    route: &Option<Route>,
+) -> Result<(Response<Incoming>, Lease), Box<Response<Body>>> {
+    let to_parent = route.is_some() && record.approved.upstream_tls.is_none();
+    let request_id = &record.client.request_id;
+    let e = match sent {
+        Ok((resp, _))
+            if to_parent && resp.status() == StatusCode::PROXY_AUTHENTICATION_REQUIRED =>
+        {
+            // The parent refused its own credentials: no origin saw the request.
+            let said = format!(
+                "the parent proxy {} answered 407 Proxy Authentication Required",
+                route.as_ref().map_or("", |(p, _)| p.name())
+            );
+            record.armed = false;
+            let failure = Failure::dial(&record.approved.target, &DialError::Parent(said));
+            return Err(Box::new(answer::fail(&failure, request_id)));
+        }
+        Ok(sent) => return Ok(sent),
+        Err(SendError::Dial(e)) if to_parent => SendError::Dial(parent_unreachable(route, e)),
+        Err(e) => e,
+    };
+    if let SendError::Upstream(e) = &e {
+        if budget::is_spent(e) {
+            // No answer had started: the client is told why its request was cut. The
+            // record (written when `record` is dropped) says so too.
+            return Err(Box::new(answer::refuse(&record.cut_refusal(), request_id)));
+        }
+    }
+    let failure = upstream_failure(&e, &record.approved);
+    tracing::info!(request_id = %request_id, error = %e, "{}", failure.message);
+    if let SendError::Dial(_) = e {
+        // Nothing reached upstream: a failure, not an allowed connection.
+        record.armed = false;
+    }
+    Err(Box::new(answer::fail(&failure, request_id)))
+}
+
+/// Upstream's answer to the client, its body metered and the allowed record written
+/// when it ends; `lease` goes back to the pool if the body was read to its end.
+pub(super) fn answered(
+    mut record: AllowedRecord,
+    resp: Response<Incoming>,
+    dialed: Option<std::net::SocketAddr>,
+    lease: Option<(Lease, Arc<Upstream>)>,
+) -> Response<Body> {
+    record
+        .state
+        .metrics
+        .observe_first_byte(record.approved.decided_at.elapsed());
+    let (mut parts, body) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    record.dialed = dialed;
+    let body = Metered {
+        inner: body,
+        down: head::response_len(&parts.headers),
+        record: Some(record),
+        ended: false,
+        lease,
+    };
+    Response::from_parts(parts, body.map_err(BoxError::from).boxed())
 }
 
 /// Record and answer a request refused after its judgement (its head over the upload
@@ -242,20 +277,19 @@ pub(super) fn record_url(uri: &Uri, approved: &Approved) -> String {
 }
 
 /// The parent proxy `approved` goes through and what it is asked for, if any.
-pub(super) fn parent_route<'s>(
-    state: &'s State,
-    approved: &Approved,
-) -> Option<(&'s Parent, String)> {
-    let parent = state.parent.as_deref()?;
+pub(super) fn parent_route(state: &State, approved: &Approved) -> Option<Route> {
+    let parent = state.parent.as_ref()?;
     let target = &approved.target;
-    Some((
-        parent,
-        parent.route(&target.host, target.port, &approved.addrs)?,
-    ))
+    let authority = parent.route(&target.host, target.port, &approved.addrs)?;
+    Some((parent.clone(), authority))
 }
 
+/// The parent a request goes through and what it is asked for (held by `Arc`: only
+/// requests that go through a parent pay for it).
+pub(super) type Route = (Arc<Parent>, String);
+
 /// A failed dial to the parent itself, told as the parent's failure.
-fn parent_unreachable(route: &Option<(&Parent, String)>, e: DialError) -> DialError {
+fn parent_unreachable(route: &Option<Route>, e: DialError) -> DialError {
     match (route, e) {
         (_, e @ (DialError::Timeout | DialError::Parent(_))) => e,
         (Some((parent, _)), e) => DialError::Parent(format!(
@@ -291,18 +325,18 @@ pub(super) fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
 /// The allowed record of one forwarded request and its byte counts, written once: when
 /// its response body ends or is dropped, or, when no response came (upstream failed
 /// after the request went out, or the client went away first), when this is dropped.
-struct AllowedRecord {
-    state: Arc<State>,
-    client: Client,
-    approved: Approved,
+pub(super) struct AllowedRecord {
+    pub(super) state: Arc<State>,
+    pub(super) client: Client,
+    pub(super) approved: Approved,
     /// The request's target as the client sent it, for the record's `url`; `None` when
     /// no record is written unless asked (no `--audit-allowed`, no budget).
-    uri: Option<Uri>,
+    pub(super) uri: Option<Uri>,
     /// The bytes sent upstream, and whether the upload budget cut the request body.
-    sent: Arc<Sent>,
+    pub(super) sent: Arc<Sent>,
     /// The address the request went to, once known.
-    dialed: Option<std::net::SocketAddr>,
-    armed: bool,
+    pub(super) dialed: Option<std::net::SocketAddr>,
+    pub(super) armed: bool,
 }
 
 impl AllowedRecord {

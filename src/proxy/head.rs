@@ -39,7 +39,19 @@ static HOP_BY_HOP: LazyLock<[HeaderName; 10]> = LazyLock::new(|| {
 
 /// Make `parts` (a client's request head) the head upstream is sent for `approved`.
 pub fn rewrite(parts: &mut Parts, approved: &Approved) {
+    // A WebSocket handshake's upgrade is this hop's to pass on, as the client asked
+    // for it (docs/reference/inspection.md, "WebSocket"); every other is stripped.
+    let upgrade = approved
+        .websocket
+        .then(|| parts.headers.get(UPGRADE).cloned())
+        .flatten();
     strip_hop_by_hop(&mut parts.headers);
+    if let Some(value) = upgrade {
+        parts
+            .headers
+            .insert(CONNECTION, HeaderValue::from_static("upgrade"));
+        parts.headers.insert(UPGRADE, value);
+    }
     let tls = approved.upstream_tls.is_some();
     let default_port = if tls { 443 } else { 80 };
     let target = &approved.target;

@@ -11,7 +11,6 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONNECTION, UPGRADE};
 use hyper::upgrade::OnUpgrade;
@@ -19,22 +18,25 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::budgeted::admit_head;
-use super::forward::{parent_route, record_url, upstream_failure};
-use super::head::{self, strip_hop_by_hop};
+use super::forward::{
+    answered, dialed, hop, outcome, parent_route, prepare, record_url, AllowedRecord, Ready,
+};
+use super::head::strip_hop_by_hop;
 use super::idle::Activity;
-use super::pool::{Upstream, Via};
-use super::{answer, Body, BoxError};
+use super::pool::Upstream;
+use super::{answer, Body};
 use crate::judgement::approved::Approved;
 use crate::judgement::budget::{self, Allowance};
-use crate::judgement::record::{audit_cut, audit_refusal, audit_websocket, count_approved, Client};
+use crate::judgement::record::{audit_cut, audit_websocket, Client};
 use crate::judgement::State;
 
 /// The most bytes one read moves, each way.
 const CHUNK: usize = 16 * 1024;
 
-/// Forward an allowed WebSocket handshake; after upstream's `101`, relay the
-/// connection in a task of its own and answer the client's `101`.
+/// Forward an allowed WebSocket handshake (its head built, paid for and its upgrade
+/// kept by `forward::prepare`, as every request's); after upstream's `101`, relay the
+/// connection in a task of its own and answer the client's `101`. Any other answer is
+/// passed on as a forwarded request's is, metered and recorded.
 pub(crate) async fn forward(
     mut req: Request<Incoming>,
     approved: Approved,
@@ -43,77 +45,46 @@ pub(crate) async fn forward(
     pool: Arc<Upstream>,
 ) -> Response<Body> {
     let from_client = hyper::upgrade::on(&mut req);
-    let asked_for = req.headers().get(UPGRADE).cloned();
-    let url = record_url(req.uri(), &approved);
-    let (mut parts, body) = req.into_parts();
-    head::rewrite(&mut parts, &approved);
-    // The upgrade is this hop's to pass on: kept, as the client asked for it.
-    parts
-        .headers
-        .insert(CONNECTION, HeaderValue::from_static("upgrade"));
-    if let Some(value) = asked_for {
-        parts.headers.insert(UPGRADE, value);
-    }
-    let route = parent_route(&state, &approved);
-    if let (Some((parent, authority)), None) = (&route, &approved.upstream_tls) {
-        head::through_parent(&mut parts, authority, parent.authorization());
-    }
-    let head_up = head::wire_len(&parts, &body);
-    if let Err(refusal) = admit_head(&approved.budget, head_up, &parts.headers, &approved.target) {
-        let refusal = refusal.in_session(&approved.session);
-        audit_refusal(&state, &client, &refusal, Some(url)).await;
-        return answer::refuse(&refusal, &client.request_id);
-    }
-    count_approved(&state, &client, &approved);
-    let req = Request::from_parts(parts, body.map_err(BoxError::from).boxed());
-    let tls = approved.upstream_tls.as_ref();
-    let (addrs, via) = match (&route, tls) {
-        (Some((parent, _)), None) => (parent.addrs(), None),
-        (Some((parent, authority)), Some(_)) => {
-            (&approved.addrs[..], Some(Via { parent, authority }))
-        }
-        (None, _) => (&approved.addrs[..], None),
+    let Ready {
+        mut record, req, ..
+    } = match prepare(req, approved, state, client) {
+        Ok(ready) => ready,
+        Err(refused) => return refused.await,
     };
-    let (mut resp, lease) = match pool.send_upgrade(addrs, req, tls, via).await {
+    let route = parent_route(&record.state, &record.approved);
+    let (addrs, via) = hop(&route, &record.approved);
+    let tls = record.approved.upstream_tls.as_ref();
+    let sent = pool.send_upgrade(addrs, req, tls, via).await;
+    let (mut resp, lease) = match outcome(&mut record, sent, &route) {
         Ok(sent) => sent,
-        Err(e) => {
-            let failure = upstream_failure(&e, &approved);
-            tracing::info!(request_id = %client.request_id, error = %e, "{}", failure.message);
-            return answer::fail(&failure, &client.request_id);
-        }
+        Err(stopped) => return *stopped,
     };
-    let dialed = match (&route, tls) {
-        (Some(_), None) => approved.addrs.first().map(|a| a.addr()),
-        _ => Some(lease.addr().addr()),
-    };
+    let dialed = dialed(&route, &record.approved, &lease);
     if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
-        // Upstream declined the upgrade: its answer is the client's, and nothing was
-        // opened.
-        let (mut parts, body) = resp.into_parts();
-        strip_hop_by_hop(&mut parts.headers);
-        let body = body.map_err(BoxError::from).boxed();
-        return Response::from_parts(parts, body);
+        // Upstream declined the upgrade: its answer is the client's, nothing opened, and
+        // its connection (made for the upgrade) is not kept.
+        return answered(record, resp, dialed, None);
     }
     let from_upstream = hyper::upgrade::on(&mut resp);
     let accepted = resp.headers().get(UPGRADE).cloned();
+    // Its records are the WebSocket's own from here.
+    record.armed = false;
+    record.dialed = dialed;
+    let url = record
+        .uri
+        .take()
+        .map(|uri| record_url(&uri, &record.approved));
+    let (state, client, approved) = (&record.state, &record.client, &record.approved);
     audit_websocket(
-        &state,
-        &client,
-        &approved,
-        "websocket.opened",
-        dialed,
-        Some(url.clone()),
-        None,
-    );
-    let open = Open {
-        approved,
         state,
         client,
-        url,
+        approved,
+        "websocket.opened",
         dialed,
-        head_up,
-    };
-    tokio::spawn(open.relay(from_client, from_upstream));
+        url.clone(),
+        None,
+    );
+    tokio::spawn(Open { record, url }.relay(from_client, from_upstream));
     let (mut parts, _) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     parts
@@ -125,39 +96,36 @@ pub(crate) async fn forward(
     Response::from_parts(parts, answer::empty())
 }
 
-/// An opened WebSocket: what its closing record needs.
+/// An opened WebSocket: its request's record (disarmed: the WebSocket writes its own),
+/// whose byte count the relay goes on adding to, and its URL.
 struct Open {
-    approved: Approved,
-    state: Arc<State>,
-    client: Client,
-    url: String,
-    dialed: Option<std::net::SocketAddr>,
-    head_up: u64,
+    record: AllowedRecord,
+    url: Option<String>,
 }
 
 impl Open {
     /// Relay once both sides are handed over, until either closes, the upload budget is
     /// spent, or nothing moves for `--tunnel-idle-timeout`; then the closing record.
     async fn relay(self, from_client: OnUpgrade, from_upstream: OnUpgrade) {
-        let (up, down) = (AtomicU64::new(self.head_up), AtomicU64::new(0));
+        let Open { record, url } = self;
+        let (up, down) = (&record.sent.bytes, AtomicU64::new(0));
+        let (state, client, approved) = (&record.state, &record.client, &record.approved);
         let relayed = match tokio::join!(from_client, from_upstream) {
-            (Ok(client), Ok(upstream)) => {
-                let activity = Activity::of(self.approved.session.clone());
-                let idle = self.state.limits.tunnel_idle_timeout;
-                let io = (TokioIo::new(client), TokioIo::new(upstream));
+            (Ok(from), Ok(to)) => {
+                let activity = Activity::of(approved.session.clone());
+                let idle = state.limits.tunnel_idle_timeout;
+                let io = (TokioIo::new(from), TokioIo::new(to));
                 tokio::select! {
-                    relayed = both_ways(io, &self.approved.budget, (&up, &down), &activity) => relayed,
+                    relayed = both_ways(io, &approved.budget, (up, &down), &activity) => relayed,
                     () = activity.idle_for(idle) => Ok(()),
                 }
             }
             (Err(e), _) | (_, Err(e)) => Err(io::Error::other(e)),
         };
         let bytes = (up.load(Ordering::Relaxed), down.load(Ordering::Relaxed));
-        tracing::debug!(request_id = %self.client.request_id, ?bytes, ended = ?relayed.as_ref().err(), "a WebSocket closed");
-        let metrics = &self.state.metrics;
+        let metrics = &state.metrics;
         metrics.bytes_up.inc_by(bytes.0);
         metrics.bytes_down.inc_by(bytes.1);
-        let (state, client, approved) = (&self.state, &self.client, &self.approved);
         match relayed {
             Err(e) if budget::is_spent(&e) => {
                 let limit = approved.budget.budget().expect("only a budget is spent");
@@ -166,19 +134,19 @@ impl Open {
                     .with_detail(
                         "the WebSocket's bytes went past the upload budget: it was closed",
                     );
-                audit_cut(state, client, &refusal, Some(self.url.clone()), bytes);
+                audit_cut(state, client, &refusal, url, bytes);
             }
             relayed => {
                 if let Err(e) = relayed {
                     tracing::debug!(request_id = %client.request_id, error = %e, "a WebSocket ended with an error");
                 }
-                let url = Some(self.url.clone());
+                let dialed = record.dialed;
                 audit_websocket(
                     state,
                     client,
                     approved,
                     "websocket.closed",
-                    self.dialed,
+                    dialed,
                     url,
                     Some(bytes),
                 );
