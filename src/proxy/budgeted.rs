@@ -133,7 +133,11 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        !self.sent.cut.load(Ordering::Relaxed) && self.inner.is_end_stream()
+        // Bytes held back for a draw are still to come, even when the body under them
+        // has ended: hyper must not end the request before them.
+        self.waiting.is_none()
+            && !self.sent.cut.load(Ordering::Relaxed)
+            && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {

@@ -31,6 +31,13 @@ for _, r in ipairs(redis.call('SMEMBERS', KEYS[1])) do
 end
 ";
 
+/// Take one from this replica's count, deleting the key rather than going below one.
+const CLOSE: &str = r"
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n <= 1 then redis.call('DEL', KEYS[1]) return 0 end
+return redis.call('DECR', KEYS[1])
+";
+
 /// Open one: KEYS holders, own count; ARGV replica, prefix, max, count TTL, key TTL.
 /// Returns 1 when opened, 0 when the fleet already holds `max`.
 fn open_script() -> String {
@@ -88,11 +95,15 @@ impl RedisStore {
     }
 
     /// One tunnel of session `id` closed here. A failure is corrected by the next
-    /// refresh, which sets the key from the local count.
+    /// refresh, which sets the key from the local count. Never below zero: a key that
+    /// expired (the store was away) or was pruned is not made `-1` without a TTL, which
+    /// would let every other replica open one tunnel more.
     pub(super) fn close_tunnel(self: Arc<Self>, id: String) {
         tokio::spawn(async move {
             let [_, own] = keys(&id, &self.replica);
-            let _ = self.cmd::<i64>(redis::cmd("DECR").arg(own)).await;
+            let mut cmd = redis::cmd("EVAL");
+            cmd.arg(CLOSE).arg(1).arg(own);
+            let _ = self.cmd::<i64>(&cmd).await;
         });
     }
 
