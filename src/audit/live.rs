@@ -1,7 +1,7 @@
 //! Audit records as they are written, for `GET /v1/events`
 //! (docs/reference/control-plane.md, "Events").
 //!
-//! The writer publishes each record it takes from its queue on a bounded broadcast: a
+//! The writer publishes each record once it is in the file, on a bounded broadcast: a
 //! reader that falls behind loses its place (and is dropped by the admin API), while
 //! the writer never waits for anyone, so a slow reader never slows requests or the
 //! log. With no reader subscribed nothing extra is done; with readers, the line is the
@@ -48,12 +48,13 @@ impl Live {
         self.tx.receiver_count() > 0
     }
 
-    /// Publish `line` (a whole line with its newline, as the batch holds it).
-    pub(super) fn publish(&self, rec: &super::Record, line: &[u8]) {
+    /// Publish a record's `line` (a whole line with its newline, as the batch holds it),
+    /// once the file holds it.
+    pub(super) fn publish(&self, event: &'static str, session: Option<String>, line: &[u8]) {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let live = LiveRecord {
-            event: rec.event,
-            session: rec.session.clone(),
+            event,
+            session,
             line: Bytes::copy_from_slice(line),
         };
         // No receiver left since `listened`: nothing to do.

@@ -129,6 +129,7 @@ impl AuditLog {
             sink: Some(sink),
             shared,
             batch: Batch::default(),
+            unpublished: Vec::new(),
             closing: false,
         };
         Ok((log, writer))
@@ -225,6 +226,9 @@ pub struct AuditWriter {
     sink: Option<Sink>,
     shared: Arc<Shared>,
     batch: Batch,
+    /// The batch's records readers are waiting for (`event`, `session`, where the line
+    /// is in the batch): published once the file holds them, never before.
+    unpublished: Vec<(&'static str, Option<String>, std::ops::Range<usize>)>,
     closing: bool,
 }
 
@@ -276,12 +280,27 @@ impl AuditWriter {
         Ok(self.shared.written.load(Ordering::Relaxed))
     }
 
-    /// Add `rec` to the batch and, when anyone listens, publish the line just written.
+    /// Add `rec` to the batch and, when anyone listens, note its line for publishing
+    /// once it is written.
     fn take(&mut self, rec: &Record) {
         let start = self.batch.bytes.len();
         self.batch.push(rec);
-        if self.shared.live.listened() {
-            self.shared.live.publish(rec, &self.batch.bytes[start..]);
+        let end = self.batch.bytes.len();
+        if end > start && self.shared.live.listened() {
+            let session = rec.session.clone();
+            self.unpublished.push((rec.event, session, start..end));
+        }
+    }
+
+    /// Publish the noted lines that lie within the first `written` bytes of the batch
+    /// (the file holds those), and forget the rest with the batch.
+    fn publish_written(&mut self, written: usize) {
+        for (event, session, range) in self.unpublished.drain(..) {
+            if range.end <= written {
+                self.shared
+                    .live
+                    .publish(event, session, &self.batch.bytes[range]);
+            }
         }
     }
 
@@ -311,6 +330,9 @@ impl AuditWriter {
             if shared.on_failure == OnFailure::Open {
                 let done = self.batch.complete_lines();
                 shared.written.fetch_add(done, Ordering::Relaxed);
+                let written = self.batch.written;
+                self.publish_written(written);
+                let shared = &self.shared;
                 shared
                     .lost
                     .fetch_add(self.batch.lines - done, Ordering::Relaxed);
@@ -328,6 +350,7 @@ impl AuditWriter {
         self.shared
             .written
             .fetch_add(self.batch.lines, Ordering::Relaxed);
+        self.publish_written(self.batch.bytes.len());
         self.batch.clear();
         if self.shared.failing.swap(false, Ordering::Relaxed) {
             tracing::info!("the audit log is writable again: serving");
