@@ -76,30 +76,11 @@ impl Filter {
     }
 }
 
+/// A query value: `+` is a space, then `%XX` escapes (`crate::net::percent_decode`).
 fn percent_decode(text: &str) -> Result<String, String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = text.get(i + 1..i + 3).unwrap_or("");
-                let byte = u8::from_str_radix(hex, 16)
-                    .map_err(|_| format!("bad percent-encoding in `{text}`"))?;
-                out.push(byte);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).map_err(|_| format!("`{text}` is not UTF-8"))
+    let bytes = crate::net::percent_decode(&text.replace('+', " "))
+        .ok_or_else(|| format!("bad percent-encoding in `{text}`"))?;
+    String::from_utf8(bytes).map_err(|_| format!("`{text}` is not UTF-8"))
 }
 
 /// The answer to `GET /v1/events?QUERY`: the stream, or 400 for a query it cannot read.

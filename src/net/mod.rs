@@ -18,3 +18,22 @@ pub mod local;
 pub mod parent;
 pub mod resolve;
 pub mod synthetic;
+
+/// The bytes of URL text with its `%XX` escapes decoded (userinfo, a query's values);
+/// `None` for a `%` not followed by two hex digits.
+pub fn percent_decode(s: &str) -> Option<Vec<u8>> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}

@@ -240,29 +240,12 @@ pub async fn open(
 
 /// `Basic base64(user:pass)` of a URL's percent-encoded `user:pass`, marked sensitive.
 fn basic(userinfo: &str) -> Result<HeaderValue, ParentError> {
-    let decoded = percent_decode(userinfo).ok_or(ParentError::Userinfo)?;
+    let decoded = super::percent_decode(userinfo).ok_or(ParentError::Userinfo)?;
     let encoded = base64::engine::general_purpose::STANDARD.encode(decoded);
     let mut value =
         HeaderValue::try_from(format!("Basic {encoded}")).map_err(|_| ParentError::Userinfo)?;
     value.set_sensitive(true);
     Ok(value)
-}
-
-fn percent_decode(s: &str) -> Option<Vec<u8>> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    Some(out)
 }
 
 /// Read one response head, and not a byte past it: what follows is the tunnel's.

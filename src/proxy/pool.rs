@@ -329,13 +329,16 @@ impl Upstream {
                 continue;
             };
             // An h2 connection serves every stream at once: lent as another handle,
-            // and kept.
-            list.retain(|e| !(e.sender.is_shared() && e.sender.is_closed()));
-            if let Some(entry) = list.iter_mut().find(|e| e.sender.is_shared()) {
-                let idle = entry.since.elapsed();
-                entry.since = Instant::now();
-                if let Some(shared) = entry.sender.share() {
-                    return Some((shared, addr, idle));
+            // and kept. Only connections made for h2 streams can be one, so a plain
+            // request's checkout never scans its list for them.
+            if h2 {
+                list.retain(|e| !(e.sender.is_shared() && e.sender.is_closed()));
+                if let Some(entry) = list.iter_mut().find(|e| e.sender.is_shared()) {
+                    let idle = entry.since.elapsed();
+                    entry.since = Instant::now();
+                    if let Some(shared) = entry.sender.share() {
+                        return Some((shared, addr, idle));
+                    }
                 }
             }
             let mut busy = Vec::new();
