@@ -252,3 +252,7 @@ fn clip(text: &mut String, max: usize) {
         text.truncate(cut);
     }
 }
+
+#[cfg(test)]
+#[path = "approvals_tests.rs"]
+mod tests;

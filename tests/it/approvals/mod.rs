@@ -7,8 +7,10 @@
 //!
 //! - `limits`: what is never held, and the bound.
 //! - `cli`: `egress-proxy approve`, as a reviewer without a browser runs it.
+//! - `fleet`: `allow-session` in force on another replica.
 
 mod cli;
+mod fleet;
 mod limits;
 
 use std::time::{Duration, Instant};
