@@ -58,8 +58,11 @@ mkdir -p "$TMP/www" "$TMP/nginx"
 head -c 256 /dev/zero | tr '\0' 'x' >"$TMP/www/index.html"
 start_nginx "$HTTP_PORT"
 
-printf 'version = 1\nname = "events-load"\nallowed_domains = ["%s:%s"]\nallowed_cidrs = ["127.0.0.0/8"]\n' \
-    "$NAME" "$HTTP_PORT" >"$TMP/org.toml"
+dest="$NAME:$HTTP_PORT"
+printf '%s\n' 'version = 1' 'name = "events-load"' "allowed_domains = [\"$dest\"]" \
+    'allowed_cidrs = ["127.0.0.0/8"]' \
+    "default_network_policy = { type = \"allowlist\", allowed_domains = [\"$dest\"] }" \
+    >"$TMP/org.toml"
 EGRESS_PROXY_LOG=warn "$PROXY_BIN" serve --org "$TMP/org.toml" \
     --listen "127.0.0.1:$PROXY_PORT" --admin-listen "127.0.0.1:$ADMIN_PORT" \
     --resolve "$NAME=127.0.0.1" --dns-server 127.0.0.1:9 --audit-allowed \
