@@ -64,7 +64,7 @@ impl Budgets {
                 budget,
                 fleet: Some(Fleet {
                     id: Arc::from(s.id.as_str()),
-                    held: leases.held(&s.id),
+                    held: leases.held(&s.id, budget.map(|b| b.bytes)),
                     leases: leases.clone(),
                 }),
             };

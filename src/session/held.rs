@@ -92,8 +92,10 @@ impl Held {
 
 /// What a shared store shares besides sessions: upload budgets and tunnel counts.
 pub trait Leases: Send + Sync {
-    /// This replica's holding of session `id`'s budget.
-    fn held(&self, id: &str) -> Arc<Held>;
+    /// This replica's holding of session `id`'s budget of `budget` bytes (`None`: the
+    /// count of what its requests under no budget send). A narrower budget has a holding
+    /// of its own, drawn under it (docs/scale-out.md, "One upload budget").
+    fn held(&self, id: &str, budget: Option<u64>) -> Arc<Held>;
 
     /// Make `held` hold at least `need` bytes of session `id`'s budget of `budget` bytes
     /// when the fleet has them (it may get less: the caller refuses then). Fails when

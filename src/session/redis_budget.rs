@@ -7,9 +7,14 @@
 //! Keys, per session (the `{ID}` hash tag keeps them in one slot):
 //!
 //! - `egress-proxy:budget:{ID}:committed`: bytes committed to replicas (durable).
-//! - `egress-proxy:budget:{ID}:reserve:R`: replica `R`'s reserve, with a TTL of
-//!   [`RESERVE_TTL`] it refreshes while it lives.
-//! - `egress-proxy:budget:{ID}:holders`: the replicas that may hold a reserve.
+//! - `egress-proxy:budget:{ID}:reserve:R~B`: replica `R`'s reserve for the budget of `B`
+//!   bytes, with a TTL of [`RESERVE_TTL`] it refreshes while it lives.
+//! - `egress-proxy:budget:{ID}:holders`: the holders (`R~B`) that may hold a reserve.
+//!
+//! A replica holds one holding per session and budget: a request whose budget is
+//! narrower than the session's (its own `X-Network-Policy`, or a reload) spends only
+//! bytes drawn under that budget, so what was drawn under the wider one cannot carry it
+//! past its own; the draw counts everything committed to any holder against it.
 //! - `egress-proxy:budget:{ID}:uploaded`: bytes sent through every replica.
 
 use std::collections::HashMap;
@@ -94,7 +99,16 @@ fn base(id: &str) -> String {
     format!("egress-proxy:budget:{{{id}}}:")
 }
 
-/// The keys a script is given: committed, holders, this replica's reserve.
+/// Who holds a holding in the store's ledger: this replica, for one budget (`~-` for
+/// the bytes of requests under no budget, which are only counted).
+fn holder(replica: &str, budget: Option<u64>) -> String {
+    match budget {
+        Some(b) => format!("{replica}~{b}"),
+        None => format!("{replica}~-"),
+    }
+}
+
+/// The keys a script is given: committed, holders, the holder `me`'s reserve.
 fn keys(id: &str, me: &str) -> [String; 3] {
     let b = base(id);
     [
@@ -109,10 +123,14 @@ pub(super) fn uploaded_key(id: &str) -> String {
     format!("{}uploaded", base(id))
 }
 
-/// This replica's holdings, by session id.
+/// One holding's key: the session, and the budget it was drawn under (`None`: counted
+/// only, never drawn).
+type HoldKey = (String, Option<u64>);
+
+/// This replica's holdings, by session id and budget.
 #[derive(Default)]
 pub struct Holdings {
-    by_id: std::sync::Mutex<HashMap<String, Slot>>,
+    by_id: std::sync::Mutex<HashMap<HoldKey, Slot>>,
 }
 
 struct Slot {
@@ -123,17 +141,17 @@ struct Slot {
 }
 
 impl Holdings {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<HoldKey, Slot>> {
         self.by_id.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn slot(&self, id: &str, held: Option<&Arc<Held>>) -> Arc<Held> {
+    fn slot(&self, id: &str, budget: Option<u64>, held: Option<&Arc<Held>>) -> Arc<Held> {
         let mut by_id = self.lock();
-        // The request path: found, without making a key.
-        if let Some(slot) = by_id.get(id) {
+        let key = (id.to_string(), budget);
+        if let Some(slot) = by_id.get(&key) {
             return slot.held.clone();
         }
-        let slot = by_id.entry(id.to_string()).or_insert_with(|| Slot {
+        let slot = by_id.entry(key).or_insert_with(|| Slot {
             held: held.cloned().unwrap_or_else(|| {
                 let held = Arc::new(Held::default());
                 held.used_ms.store(now_ms(), Ordering::Relaxed);
@@ -148,8 +166,10 @@ impl Holdings {
     /// Bytes spent here and not yet reported to the fleet, for session `id`.
     pub(super) fn unreported(&self, id: &str) -> u64 {
         self.lock()
-            .get(id)
-            .map_or(0, |s| s.held.spent().saturating_sub(s.reported))
+            .iter()
+            .filter(|((of, _), _)| of == id)
+            .map(|(_, s)| s.held.spent().saturating_sub(s.reported))
+            .sum()
     }
 }
 
@@ -167,8 +187,9 @@ impl RedisStore {
         }
         // Keep this holding in the map (an idle upkeep may have let it go meanwhile),
         // so it is refreshed, reported and given back.
-        self.holdings.slot(id, Some(held));
-        let [committed, holders, reserve] = keys(id, &self.replica);
+        self.holdings.slot(id, Some(budget), Some(held));
+        let me = holder(&self.replica, Some(budget));
+        let [committed, holders, reserve] = keys(id, &me);
         let mut cmd = redis::cmd("EVAL");
         cmd.arg(DRAW)
             .arg(3)
@@ -177,7 +198,7 @@ impl RedisStore {
             .arg(reserve)
             .arg(budget)
             .arg(need.saturating_sub(held.avail()))
-            .arg(&self.replica)
+            .arg(&me)
             .arg(RESERVE_TTL.as_millis() as u64)
             .arg(KEY_TTL_MS)
             .arg(format!("{}reserve:", base(id)))
@@ -203,7 +224,7 @@ impl RedisStore {
             .collect();
         {
             let mut by_id = self.holdings.lock();
-            for (id, slot) in by_id.iter_mut() {
+            for ((id, budget), slot) in by_id.iter_mut() {
                 let used = slot.held.used_ms.load(Ordering::Relaxed);
                 let spent = slot.held.spent();
                 let open = tunnels.get(id).copied().unwrap_or(0) > 0;
@@ -212,22 +233,26 @@ impl RedisStore {
                 let closed =
                     !open && now.saturating_sub(used) >= TUNNELS_CLOSED_RETURN.as_millis() as u64;
                 if closed || now.saturating_sub(used) >= IDLE_RETURN.as_millis() as u64 {
-                    idle.push((id.clone(), slot.held.clone(), spent - slot.reported));
+                    idle.push((
+                        (id.clone(), *budget),
+                        slot.held.clone(),
+                        spent - slot.reported,
+                    ));
                 } else if now.saturating_sub(slot.refreshed_ms) >= REFRESH_EVERY.as_millis() as u64
                 {
-                    refresh.push((id.clone(), spent - slot.reported));
+                    refresh.push(((id.clone(), *budget), spent - slot.reported));
                     slot.refreshed_ms = now;
                     slot.reported = spent;
                 }
             }
-            for (id, _, _) in &idle {
-                by_id.remove(id);
+            for (key, _, _) in &idle {
+                by_id.remove(key);
             }
         }
         if !refresh.is_empty() {
             let mut pipe = redis::pipe();
-            for (id, delta) in &refresh {
-                let [committed, _, reserve] = keys(id, &self.replica);
+            for ((id, budget), delta) in &refresh {
+                let [committed, _, reserve] = keys(id, &holder(&self.replica, *budget));
                 pipe.cmd("PEXPIRE")
                     .arg(reserve)
                     .arg(RESERVE_TTL.as_millis() as u64)
@@ -246,12 +271,13 @@ impl RedisStore {
             }
             let _ = self.pipe::<()>(&pipe).await;
         }
-        for (id, held, delta) in idle {
+        for ((id, budget), held, delta) in idle {
             let unspent = held.drain();
             if unspent == 0 && delta == 0 && !held.drawn.swap(false, Ordering::Relaxed) {
                 continue;
             }
-            if self.give_back(&id, unspent, delta).await.is_err() {
+            let me = holder(&self.replica, budget);
+            if self.give_back(&id, &me, unspent, delta).await.is_err() {
                 // Not given back: the bytes stay committed (never spendable twice);
                 // the reserve comes back when its key expires.
                 tracing::debug!(session = %id, "could not give back an idle upload-budget holding");
@@ -259,8 +285,14 @@ impl RedisStore {
         }
     }
 
-    async fn give_back(&self, id: &str, unspent: u64, delta: u64) -> Result<(), StoreError> {
-        let [committed, holders, reserve] = keys(id, &self.replica);
+    async fn give_back(
+        &self,
+        id: &str,
+        me: &str,
+        unspent: u64,
+        delta: u64,
+    ) -> Result<(), StoreError> {
+        let [committed, holders, reserve] = keys(id, me);
         let mut pipe = redis::pipe();
         pipe.cmd("EVAL")
             .arg(GIVE_BACK)
@@ -269,7 +301,7 @@ impl RedisStore {
             .arg(holders)
             .arg(reserve)
             .arg(unspent)
-            .arg(&self.replica)
+            .arg(me)
             .ignore();
         if delta > 0 {
             pipe.cmd("INCRBY").arg(uploaded_key(id)).arg(delta).ignore();
@@ -283,8 +315,8 @@ impl RedisStore {
 }
 
 impl Leases for RedisStore {
-    fn held(&self, id: &str) -> Arc<Held> {
-        self.holdings.slot(id, None)
+    fn held(&self, id: &str, budget: Option<u64>) -> Arc<Held> {
+        self.holdings.slot(id, budget, None)
     }
 
     fn fill<'a>(

@@ -27,6 +27,7 @@ mod events;
 mod fleet;
 mod fleet_budget;
 mod fleet_loss;
+mod fleet_narrower;
 mod fleet_outage;
 mod fleet_tunnels;
 mod forward;
