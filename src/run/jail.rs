@@ -3,7 +3,7 @@
 //! and every process it starts).
 //!
 //! The thread unshares a network namespace that holds only `lo`, brings `lo` up with a
-//! default route (source `127.0.0.1`), applies the ruleset (`nft -f -`), binds the
+//! default route (source `127.0.0.1`), applies the ruleset (over netlink), binds the
 //! proxy's listening sockets there and hands them back. Then, told to, it unshares a PID
 //! namespace and starts the jail's first process (`__jail-init`, [`super::init`]), waits
 //! for it and reports its status. Nothing is made on the host: the namespaces live as
@@ -47,6 +47,8 @@ pub enum JailError {
         status: ExitStatus,
         stderr: String,
     },
+    #[error("cannot confine the jail's network: {0}")]
+    Rules(rules::ApplyError),
     #[error("cannot listen on {addr} in the jail: {source}")]
     Bind { addr: SocketAddr, source: io::Error },
     #[error("cannot start the jail's first process: {0}")]
@@ -141,7 +143,9 @@ fn make(ports: Ports) -> Result<JailSockets, JailError> {
     tool("ip", "iproute2", &ADDRCONFIG_ADDRESS, None)?;
     let route = ["route", "add", "default", "dev", "lo", "src", "127.0.0.1"];
     tool("ip", "iproute2", &route, None)?;
-    tool("nft", "nftables", &["-f", "-"], Some(&rules::jail(ports)))?;
+    // Over netlink, as `rules --apply` does: the jail needs no `nft` (one transaction,
+    // all or nothing).
+    rules::apply(&rules::jail_ruleset(ports)).map_err(JailError::Rules)?;
     let at = |port| SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
     let tcp = |port| {
         let addr = at(port);

@@ -2,7 +2,7 @@
 //! its admin API's event stream (docs/reference/command-line.md, "watch";
 //! docs/reference/control-plane.md, "Events"), one line each or their JSON lines; and
 //! `egress-proxy approve` ([`approve`]), a reviewer's decision without a browser. Both
-//! are clients of the admin API ([`client`]).
+//! are clients of the admin API (`client`).
 
 use std::io::{IsTerminal, Write};
 

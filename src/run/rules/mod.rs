@@ -103,7 +103,12 @@ pub enum Action {
 /// The ruleset applied in `run`'s namespace, where only CMD and the proxy's listening
 /// sockets live: nothing is exempt.
 pub fn jail(ports: Ports) -> String {
-    describe(ports, None).text()
+    jail_ruleset(ports).text()
+}
+
+/// [`jail`]'s ruleset as data, which `run` applies over netlink ([`apply`]).
+pub fn jail_ruleset(ports: Ports) -> Ruleset {
+    describe(ports, None)
 }
 
 /// The ruleset for a pod's shared namespace: the same, except that the proxy's own
