@@ -9,12 +9,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use egress_proxy::cli::{
-    AuditCommand, CaCommand, CheckArgs, CheckFormat, Cli, Command, DiffArgs, DiffFormat, LintArgs,
-    LintFormat, ReplayArgs, RunArgs, ServeArgs, SuggestArgs, SuggestFormat, SummarizeArgs,
-    SummaryFormat, WatchArgs,
+    ApproveArgs, AuditCommand, CaCommand, CheckArgs, CheckFormat, Cli, Command, DiffArgs,
+    DiffFormat, LintArgs, LintFormat, ReplayArgs, RunArgs, ServeArgs, SuggestArgs, SuggestFormat,
+    SummarizeArgs, SummaryFormat, WatchArgs,
 };
 use egress_proxy::config::{
-    CheckConfig, InitConfig, RulesConfig, RunConfig, ServeConfig, WatchConfig,
+    ApproveConfig, CheckConfig, InitConfig, RulesConfig, RunConfig, ServeConfig, WatchConfig,
 };
 use egress_proxy::lint::{self, Severity};
 
@@ -59,6 +59,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(*args),
         Command::Rules(args) => rules(&RulesConfig::from(args)),
         Command::Watch(args) => watch(args),
+        Command::Approve(args) => approve(args),
         Command::Ca(args) => match args.command {
             CaCommand::Init { dir } => match egress_proxy::tls::ca::init(&dir) {
                 Ok(cert) => {
@@ -94,6 +95,14 @@ fn watch(args: WatchArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     on_this_thread(egress_proxy::watch::run(&config), "watch: ")
+}
+
+fn approve(args: ApproveArgs) -> ExitCode {
+    let config = match ApproveConfig::from_args(args) {
+        Ok(config) => config,
+        Err(e) => return fail(e),
+    };
+    on_this_thread(egress_proxy::watch::approve::run(&config), "approve: ")
 }
 
 /// Run `work` to its end on a runtime of this thread; its error, after `prefix`, is

@@ -12,6 +12,7 @@ use crate::admin::{self, reload::Reloader, Admin};
 use crate::audit::AuditLog;
 use crate::config::SessionStoreConfig;
 use crate::config::{AdminConfig, CaSource, ServeConfig};
+use crate::judgement::approvals::Approvals;
 use crate::judgement::{budget::Budgets, tunnel_counts::TunnelCounts, Phase, Policies, State};
 use crate::load::{self, LoadError};
 use crate::metrics::Metrics;
@@ -300,6 +301,7 @@ pub async fn serve_with(
         interception,
         budgets: Budgets::new(leases),
         parent: args.parent.clone(),
+        approvals: Approvals::new(args.approval),
     });
     let reloader = Arc::new(Reloader::new(
         args.org.clone(),

@@ -21,6 +21,7 @@ pub mod held;
 #[cfg_attr(not(test), allow(dead_code))]
 pub mod lease;
 pub mod memory;
+mod policy;
 mod redis_admin;
 mod redis_budget;
 mod redis_record;
@@ -31,7 +32,7 @@ pub mod store;
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::{Duration, SystemTime};
 
 use base64::Engine;
@@ -40,9 +41,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
-use crate::policy::RequestPolicy;
 pub use held::{Held, Leases};
 pub use memory::MemoryStore;
+pub use policy::{SessionPolicy, DEFAULT_ASK_SECS, MAX_ASK_SECS};
 pub use store::{BoxFuture, CreateError, NewSession, Store, StoreError};
 
 /// Default idle timeout, like the hosted containers' 20 minutes.
@@ -65,9 +66,12 @@ pub type TokenHash = [u8; 32];
 pub struct Session {
     pub id: String,
     token_hash: TokenHash,
-    pub policy: RequestPolicy,
-    /// The `network_policy` as the client sent it, shown back by `GET`.
-    pub policy_json: serde_json::Value,
+    /// Its `network_policy`, compiled and as sent; an approved `allow-session` replaces
+    /// it with one entry more ([`Session::policy`], [`Session::set_policy`]).
+    policy: RwLock<Arc<SessionPolicy>>,
+    /// `"on_deny": "ask"`: how long a request this policy refuses, and the organization
+    /// allows, waits for a reviewer (docs/reference/approvals.md); `None` refuses at once.
+    pub ask: Option<Duration>,
     pub label: Option<String>,
     pub idle_timeout: Duration,
     pub created_at: SystemTime,
@@ -109,8 +113,11 @@ impl Session {
         Session {
             id,
             token_hash,
-            policy: new.policy,
-            policy_json: new.policy_json,
+            policy: RwLock::new(Arc::new(SessionPolicy {
+                compiled: new.policy,
+                json: new.policy_json,
+            })),
+            ask: new.ask,
             label: new.label,
             idle_timeout: new.idle_timeout,
             created_at,
@@ -232,6 +239,10 @@ pub struct View {
     pub id: String,
     pub label: Option<String>,
     pub network_policy: serde_json::Value,
+    /// `ask` or `refuse` (docs/reference/approvals.md).
+    pub on_deny: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask_timeout_seconds: Option<u64>,
     pub idle_timeout_seconds: u64,
     pub created_at: String,
     pub last_activity: String,

@@ -8,10 +8,13 @@
 //! - [`reload`]: reloading the policies (SIGHUP and `POST /v1/reload`).
 //! - [`watch`]: reloading when the policy files change (`--watch-policy`).
 //! - [`events`]: `GET /v1/events`, audit records as Server-Sent Events.
+//! - [`approvals`]: `GET /v1/approvals`, `POST /v1/approvals/{id}`: requests held for a
+//!   reviewer.
 //! - [`ui`]: `GET /ui`, the console: one page from the binary, a client of this API.
 //!
 //! `GET /metrics` serves [`crate::metrics`] as Prometheus text.
 
+pub mod approvals;
 pub mod events;
 pub mod reload;
 pub mod sessions;
@@ -145,6 +148,13 @@ async fn handle(req: Request<Incoming>, admin: &Admin, closer: &events::Closer) 
         (_, ["v1", "reload"]) => method_not_allowed(),
         (Method::GET, ["v1", "events"]) => events::stream(admin, req.uri().query(), closer),
         (_, ["v1", "events"]) => method_not_allowed(),
+        (Method::GET, ["v1", "approvals"]) => approvals::list(admin),
+        (_, ["v1", "approvals"]) => method_not_allowed(),
+        (Method::POST, ["v1", "approvals", id]) => match read_json(req).await {
+            Ok(body) => approvals::decide(admin, id, body).await,
+            Err(resp) => resp,
+        },
+        (_, ["v1", "approvals", _]) => method_not_allowed(),
         (Method::POST, ["v1", "sessions"]) => match read_json(req).await {
             Ok(body) => sessions::create(admin, body).await,
             Err(resp) => resp,

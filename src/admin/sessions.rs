@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use super::{empty, error, json_response, Admin, Body};
 use crate::policy::{check_narrowing, RequestPolicy};
 use crate::session::{CreateError, NewSession, StoreError, DEFAULT_IDLE_SECS, MAX_IDLE_SECS};
+use crate::session::{DEFAULT_ASK_SECS, MAX_ASK_SECS};
 
 /// The longest label kept.
 const MAX_LABEL: usize = 256;
@@ -25,6 +26,8 @@ struct CreateBody {
     network_policy: Option<Value>,
     idle_timeout_seconds: Option<Value>,
     label: Option<String>,
+    on_deny: Option<Value>,
+    ask_timeout_seconds: Option<Value>,
 }
 
 /// `POST /v1/sessions`.
@@ -48,6 +51,10 @@ pub async fn create(admin: &Admin, body: Value) -> Response<Body> {
             }
         },
     };
+    let ask = match on_deny(&body.on_deny, &body.ask_timeout_seconds) {
+        Ok(ask) => ask,
+        Err(message) => return bad(message),
+    };
     if body.label.as_ref().is_some_and(|l| l.len() > MAX_LABEL) {
         return bad(format!("label is longer than {MAX_LABEL} bytes"));
     }
@@ -60,6 +67,7 @@ pub async fn create(admin: &Admin, body: Value) -> Response<Body> {
         policy_json,
         label: body.label,
         idle_timeout: Duration::from_secs(idle),
+        ask,
     };
     let state = &admin.state;
     let admit = |p: &RequestPolicy| {
@@ -152,4 +160,29 @@ pub fn unavailable(e: &StoreError) -> Response<Body> {
 
 fn not_found() -> Response<Body> {
     error(StatusCode::NOT_FOUND, "not_found", "no such session")
+}
+
+/// `on_deny` (`"refuse"`, the default, or `"ask"`) and `ask_timeout_seconds` (with
+/// `ask` only; default 30, at most 300): how long a request the session's policy
+/// refuses, and the organization allows, waits for a reviewer
+/// (docs/reference/approvals.md).
+fn on_deny(on_deny: &Option<Value>, timeout: &Option<Value>) -> Result<Option<Duration>, String> {
+    let asks = match on_deny.as_ref().map(|v| v.as_str()) {
+        None | Some(Some("refuse")) => false,
+        Some(Some("ask")) => true,
+        Some(_) => return Err("on_deny must be \"refuse\" or \"ask\"".into()),
+    };
+    let secs = match timeout {
+        None => DEFAULT_ASK_SECS,
+        Some(_) if !asks => {
+            return Err("ask_timeout_seconds needs \"on_deny\": \"ask\"".into());
+        }
+        Some(v) => v
+            .as_u64()
+            .filter(|n| (1..=MAX_ASK_SECS).contains(n))
+            .ok_or_else(|| {
+                format!("ask_timeout_seconds must be a whole number from 1 to {MAX_ASK_SECS}")
+            })?,
+    };
+    Ok(asks.then(|| Duration::from_secs(secs)))
 }

@@ -29,7 +29,9 @@ pub const MAX_QUERY_BYTES: usize = 256;
 pub struct Record {
     /// RFC 3339 UTC with milliseconds, see [`now_rfc3339`].
     pub ts: String,
-    /// `egress.denied`, `egress.allowed`, `egress.would_deny` or `session.revoked`.
+    /// `egress.denied`, `egress.allowed`, `egress.would_deny`, `session.revoked`,
+    /// `websocket.opened`, `websocket.closed` or `approval.allowed`, `approval.denied`,
+    /// `approval.expired`.
     pub event: &'static str,
     pub request_id: String,
     pub session: Option<String>,
@@ -58,6 +60,12 @@ pub struct Record {
     pub bytes_down: Option<u64>,
     /// Which listener the attempt came through.
     pub via: Via,
+    /// The approval a held request waited on (`approval.*` records only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+    /// How it was decided: `allow-once`, `allow-session`, `deny` or `expired`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<&'static str>,
 }
 
 /// The listener an attempt came through: the audit record's `via`.
@@ -104,6 +112,8 @@ impl Record {
             bytes_up: None,
             bytes_down: None,
             via: Via::Proxy,
+            approval_id: None,
+            decision: None,
         }
     }
 }

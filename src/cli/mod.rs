@@ -19,8 +19,8 @@ pub use offline::{
     ReplayArgs, SuggestArgs, SuggestFormat, SummarizeArgs, SummaryFormat,
 };
 pub use run::{JailInitArgs, RulesArgs, RunArgs, DNS_PORT, TRANSPARENT_PORT};
-pub use serve::{Admin, AuditFailure, Limits, Listen, ServeArgs, Sessions};
-pub use watch::WatchArgs;
+pub use serve::{Admin, Approval, AuditFailure, Limits, Listen, ServeArgs, Sessions};
+pub use watch::{AdminApi, ApproveArgs, Decision, WatchArgs};
 
 /// An egress allowlist proxy: lets through only what the organization allowlist and the
 /// narrower request `network_policy` allow, and writes every denied attempt to an audit log.
@@ -57,6 +57,9 @@ pub enum Command {
     /// Print the audit records of a running proxy as they are written, one line each,
     /// from its admin API's event stream (exit 2 when it cannot be read).
     Watch(WatchArgs),
+    /// List the requests a running proxy holds for a reviewer, or decide one:
+    /// `approve ID allow-once|allow-session|deny` (exit 2 when it cannot be done).
+    Approve(ApproveArgs),
     /// The interception CA: `ca init DIR` makes one for `serve --ca DIR`.
     Ca(CaArgs),
     /// Internal: the first process in `run`'s jail, started by `run` itself.

@@ -162,6 +162,24 @@ pub struct Admin {
     /// Required when --admin-listen is not a loopback address.
     #[arg(long, value_name = "PATH")]
     pub admin_token_file: Option<PathBuf>,
+
+    /// What happens to a request without a session that the organization allows and
+    /// the proxy's policy does not: `refuse` it at once, or `ask` a reviewer through the
+    /// admin API (GET /v1/approvals) and hold it until decided (docs/reference/approvals.md).
+    #[arg(long, value_enum, value_name = "WHAT", default_value = "refuse")]
+    pub approval: Approval,
+
+    /// How long `--approval ask` holds a request for a decision, in seconds, at most 300;
+    /// then it is refused.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub ask_timeout: u64,
+}
+
+/// `--approval`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Approval {
+    Refuse,
+    Ask,
 }
 
 /// Sessions and where they live.

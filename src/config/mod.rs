@@ -17,7 +17,7 @@ pub use run::{
     InitConfig, Ports, RulesConfig, RunConfig, DNS_PORT, PROXY_PORT, SOCKS_PORT, TRANSPARENT_PORT,
 };
 pub use serve::{AdminConfig, CaSource, ServeConfig, SessionStoreConfig};
-pub use watch::{TokenSource, WatchConfig, TOKEN_ENV};
+pub use watch::{AdminTarget, ApproveConfig, TokenSource, WatchConfig, TOKEN_ENV};
 
 /// Why the flags do not make a configuration.
 #[derive(Debug, thiserror::Error)]

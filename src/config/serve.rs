@@ -14,6 +14,7 @@ use crate::cli::{self, AuditFailure, ServeArgs};
 use crate::judgement::Limits;
 use crate::load;
 use crate::net::parent::{NoProxy, Parent};
+use crate::session::MAX_ASK_SECS;
 
 /// The admin API's listener and where its token comes from.
 #[derive(Debug, Clone)]
@@ -72,6 +73,8 @@ pub struct ServeConfig {
     /// Worker threads; `None` for one per core the process may use.
     pub workers: Option<usize>,
     pub admin: Option<AdminConfig>,
+    /// `--approval ask`: how long a request without a session waits for a reviewer.
+    pub approval: Option<Duration>,
     pub require_session: bool,
     /// `--transparent-listen`: where connections redirected by nftables arrive.
     pub transparent_listen: Option<SocketAddr>,
@@ -105,6 +108,7 @@ impl ServeConfig {
             parent,
         } = args;
         let mut config = ServeConfig::shared(listen.listen, policy, audit, dns, &limits)?;
+        config.approval = approval_config(&admin)?;
         config.admin = admin_config(admin, sessions.require_session)?;
         config.sessions(&sessions)?;
         config.dns_listen = listen.dns_listen;
@@ -151,6 +155,7 @@ impl ServeConfig {
             max_tunnels_per_client,
             workers: limits.workers.map(usize::from),
             admin: None,
+            approval: None,
             require_session: false,
             transparent_listen: None,
             socks_listen: None,
@@ -232,6 +237,25 @@ fn session_store(url: &str) -> Result<SessionStoreConfig, ConfigError> {
     redis::Client::open(url)
         .map(|_| SessionStoreConfig::Redis(url.to_string()))
         .map_err(|e| flag("--session-store", format!("is not a Redis URL: {e}")))
+}
+
+/// `--approval` and `--ask-timeout`: a request can be held only where a reviewer can
+/// decide it, on the admin API.
+fn approval_config(args: &cli::Admin) -> Result<Option<Duration>, ConfigError> {
+    if !(1..=MAX_ASK_SECS).contains(&args.ask_timeout) {
+        return Err(flag(
+            "--ask-timeout",
+            format!("must be a whole number of seconds from 1 to {MAX_ASK_SECS}"),
+        ));
+    }
+    match args.approval {
+        cli::Approval::Refuse => Ok(None),
+        cli::Approval::Ask if args.admin_listen.is_none() => Err(flag(
+            "--approval",
+            "ask needs --admin-listen: a reviewer decides through the admin API",
+        )),
+        cli::Approval::Ask => Ok(Some(Duration::from_secs(args.ask_timeout))),
+    }
 }
 
 /// The admin flags together: a non-loopback listener needs a token file, and sessions

@@ -1,10 +1,11 @@
-//! `watch`'s arguments as a [`WatchConfig`]: the admin URL read into an address and a
-//! path, the filters into the query string, where the token comes from.
+//! `watch`'s and `approve`'s arguments as a [`WatchConfig`] and an [`ApproveConfig`]:
+//! the admin URL read into an address and a path ([`AdminTarget`]), where the token
+//! comes from, the filters into the query string, the decision.
 
 use std::path::PathBuf;
 
 use super::{flag, ConfigError};
-use crate::cli::WatchArgs;
+use crate::cli::{AdminApi, ApproveArgs, Decision, WatchArgs};
 
 /// The environment variable holding the admin token when `--admin-token-file` is not
 /// given.
@@ -21,32 +22,21 @@ pub enum TokenSource {
     None,
 }
 
-/// Everything `watch` needs, validated.
+/// A running proxy's admin API: where it is and its token.
 #[derive(Debug, Clone)]
-pub struct WatchConfig {
+pub struct AdminTarget {
     /// The URL as given, for messages.
     pub url: String,
     /// `HOST:PORT` to connect to, and the `Host` header.
     pub authority: String,
-    /// `/v1/events` under the URL's path, with the filters as its query.
-    pub path: String,
+    /// The URL's path, without a trailing `/`: what the API's paths go under.
+    pub base: String,
     pub token: TokenSource,
-    pub json: bool,
 }
 
-impl WatchConfig {
-    pub fn from_args(args: WatchArgs) -> Result<WatchConfig, ConfigError> {
+impl AdminTarget {
+    fn from_args(args: AdminApi) -> Result<AdminTarget, ConfigError> {
         let (authority, base) = split_url(&args.admin)?;
-        let mut query = Vec::new();
-        for (key, value) in [("session", &args.session), ("event", &args.event)] {
-            if let Some(value) = value {
-                query.push(format!("{key}={}", percent_encode(value)));
-            }
-        }
-        let mut path = format!("{}/v1/events", base.trim_end_matches('/'));
-        if !query.is_empty() {
-            path = format!("{path}?{}", query.join("&"));
-        }
         let token = match args.admin_token_file {
             Some(file) => TokenSource::File(file),
             None => match std::env::var(TOKEN_ENV) {
@@ -54,13 +44,78 @@ impl WatchConfig {
                 _ => TokenSource::None,
             },
         };
-        Ok(WatchConfig {
+        Ok(AdminTarget {
             url: args.admin,
             authority,
-            path,
+            base: base.trim_end_matches('/').to_string(),
             token,
+        })
+    }
+}
+
+/// Everything `watch` needs, validated.
+#[derive(Debug, Clone)]
+pub struct WatchConfig {
+    pub api: AdminTarget,
+    /// `/v1/events` under the URL's path, with the filters as its query.
+    pub path: String,
+    pub json: bool,
+}
+
+impl WatchConfig {
+    pub fn from_args(args: WatchArgs) -> Result<WatchConfig, ConfigError> {
+        let api = AdminTarget::from_args(args.api)?;
+        let mut query = Vec::new();
+        for (key, value) in [("session", &args.session), ("event", &args.event)] {
+            if let Some(value) = value {
+                query.push(format!("{key}={}", percent_encode(value)));
+            }
+        }
+        let mut path = format!("{}/v1/events", api.base);
+        if !query.is_empty() {
+            path = format!("{path}?{}", query.join("&"));
+        }
+        Ok(WatchConfig {
+            api,
+            path,
             json: args.json,
         })
+    }
+}
+
+/// Everything `approve` needs, validated: list the pending approvals, or decide one.
+#[derive(Debug, Clone)]
+pub struct ApproveConfig {
+    pub api: AdminTarget,
+    /// The approval and the decision as the API spells it; `None` to list.
+    pub decide: Option<(String, &'static str)>,
+}
+
+impl ApproveConfig {
+    pub fn from_args(args: ApproveArgs) -> Result<ApproveConfig, ConfigError> {
+        let api = AdminTarget::from_args(args.api)?;
+        let decide = match (args.id, args.decision) {
+            (None, None) => None,
+            (Some(id), Some(decision)) => {
+                // An id is 32 hex digits; anything else never becomes part of a path.
+                if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(flag("ID", format!("{id:?} is not an approval id (32 hex digits, as GET /v1/approvals lists them)")));
+                }
+                let decision = match decision {
+                    Decision::AllowOnce => "allow-once",
+                    Decision::AllowSession => "allow-session",
+                    Decision::Deny => "deny",
+                };
+                Some((id, decision))
+            }
+            _ => {
+                return Err(flag(
+                    "DECISION",
+                    "give both the approval ID and the decision, or neither to list",
+                ))
+            }
+        };
+        Ok(ApproveConfig { api, decide })
     }
 }
 

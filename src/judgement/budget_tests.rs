@@ -125,5 +125,12 @@ fn a_held_session_is_never_pruned() {
 fn test_session(idle: Duration) -> Arc<Session> {
     let store = crate::session::MemoryStore::new(Arc::new(crate::metrics::Metrics::new()));
     let policy = crate::policy::RequestPolicy::Disabled;
-    store.create(policy, serde_json::json!({}), None, idle).0
+    let new = crate::session::NewSession {
+        policy,
+        policy_json: serde_json::json!({}),
+        label: None,
+        idle_timeout: idle,
+        ask: None,
+    };
+    store.create(new).0
 }

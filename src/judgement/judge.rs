@@ -11,6 +11,7 @@ use std::time::Instant;
 use hyper::{Request, StatusCode};
 
 use super::approved::{Approved, Judged};
+use super::ask;
 use super::budget;
 use super::policies::Policies;
 use super::record::{audit_would_deny, inspected_url, plain_url, Client};
@@ -23,7 +24,7 @@ use crate::policy::{
     check_narrowing, decide, decide_request, upload_budget, Budget, Decision, Effective, Host,
     Http, Reason, RequestPolicy, Verdict,
 };
-use crate::session::{self, AuthError, Session};
+use crate::session::{self, AuthError, Session, SessionPolicy};
 
 /// Judge `req`: Ok with the approved addresses, or why it stops.
 pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Result<Approved, Stop> {
@@ -36,16 +37,26 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     let session = credentials(req, state, &target).await?;
     let tag = |r: Refusal| r.in_session(&session);
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
+    let own = session.as_ref().map(|s| s.policy());
     if let Some(s) = &session {
-        covered(s, &policies, &target).map_err(tag)?;
+        covered(s, &own_policy(&own), &policies, &target).map_err(tag)?;
     }
     let headers = [header.as_deref()];
-    let levels = levels(&policies, session.as_deref(), &headers, &target).map_err(tag)?;
+    let levels = levels(&policies, own_policy(&own), &headers, &target).map_err(tag)?;
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
     };
-    let (decision, judged, limit) = decide_levels(&eff, &target, &Asking::of(req)).map_err(tag)?;
+    let asking = Asking::of(req);
+    let (mut decision, mut judged, limit) = decide_levels(&eff, &target, &asking).map_err(tag)?;
+    if let Some(timeout) = ask::asks(state, &session, header.is_some(), &decision) {
+        let asked = ask::ask(
+            state, client, &policies, &session, &target, &asking, timeout,
+        );
+        if let Some(allowed) = Box::pin(asked).await {
+            (decision, judged) = allowed;
+        }
+    }
     settle(&decision, &target, &session, state, client, || {
         plain_url(req)
     })
@@ -98,7 +109,8 @@ pub async fn judge_inner<B>(
     let policies = tunnel.policies.clone();
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
     let headers = [tunnel.header.as_deref(), header.as_deref()];
-    let levels = levels(&policies, session.as_deref(), &headers, &target).map_err(tag)?;
+    let own = session.as_ref().map(|s| s.policy());
+    let levels = levels(&policies, own_policy(&own), &headers, &target).map_err(tag)?;
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
@@ -146,7 +158,7 @@ fn refuse_while_unaudited(state: &State, target: &Target) -> Result<(), Refusal>
 /// what is above it.
 fn levels<'a>(
     policies: &'a Policies,
-    session: Option<&'a Session>,
+    session: Option<&'a RequestPolicy>,
     headers: &[Option<&'a RequestPolicy>],
     target: &Target,
 ) -> Result<Vec<&'a RequestPolicy>, Refusal> {
@@ -161,8 +173,13 @@ fn levels<'a>(
     Ok(levels)
 }
 
+/// The compiled policy of a session's snapshot, if any.
+fn own_policy(own: &Option<Arc<SessionPolicy>>) -> Option<&RequestPolicy> {
+    own.as_deref().map(|p| &p.compiled)
+}
+
 /// What a request asks beyond its destination: a method and a path, or a tunnel.
-enum Asking<'r> {
+pub(super) enum Asking<'r> {
     Request { method: &'r str, path: &'r str },
     Tunnel,
 }
@@ -183,7 +200,7 @@ impl<'r> Asking<'r> {
 /// has rules (docs/reference/policy-files.md, "Entries with rules"), a request is judged
 /// by its method and normalised path too (a path that does not normalise is
 /// `invalid_request`), and a tunnel is marked for interception.
-fn decide_levels(
+pub(super) fn decide_levels(
     eff: &Effective,
     target: &Target,
     asked: &Asking,
@@ -319,10 +336,16 @@ async fn credentials<B>(
 /// replica running another policy version is refused here (`policy_widening`) until
 /// the two agree (docs/scale-out.md, "Two policy versions"). Checked once per session
 /// and policy snapshot.
-fn covered(session: &Session, policies: &Arc<Policies>, target: &Target) -> Result<(), Refusal> {
+fn covered(
+    session: &Session,
+    own: &Option<&RequestPolicy>,
+    policies: &Arc<Policies>,
+    target: &Target,
+) -> Result<(), Refusal> {
+    let Some(own) = own else { return Ok(()) };
     session.covered_under(policies, || {
         let uppers: Vec<&RequestPolicy> = policies.serve_policy.iter().collect();
-        check_narrowing(&policies.org, &uppers, &session.policy).map_err(|w| {
+        check_narrowing(&policies.org, &uppers, own).map_err(|w| {
             let what = "the session's policy widens this proxy's policy";
             Refusal::widening(target, &w, what)
         })
@@ -335,7 +358,7 @@ fn covered(session: &Session, policies: &Arc<Policies>, target: &Target) -> Resu
 /// (and DNS query) is refused with `policy_widening`.
 pub(crate) fn base_levels<'a>(
     policies: &'a Policies,
-    session: Option<&'a Session>,
+    session: Option<&'a RequestPolicy>,
     target: &Target,
 ) -> Result<Vec<&'a RequestPolicy>, Refusal> {
     if let Some(widening) = &policies.widening {
@@ -343,7 +366,7 @@ pub(crate) fn base_levels<'a>(
         return Err(Refusal::widening(target, widening, what));
     }
     Ok(match session {
-        Some(s) => policies.serve_policy.iter().chain([&s.policy]).collect(),
+        Some(own) => policies.serve_policy.iter().chain([own]).collect(),
         None => vec![&policies.without_session],
     })
 }

@@ -12,8 +12,10 @@
 //! - [`request`]: reading what a request asks for (its target, the `Host` check, the
 //!   `X-Network-Policy` header).
 //! - [`judge`]: the order of judgement for one request: target, credentials, levels,
-//!   decision, the report-mode settlement, the upload budget step, then resolving and
+//!   decision, the approval step, the report-mode settlement, the upload budget step, then resolving and
 //!   the address check. It ends in an [`approved::Approved`] or a [`refusal::Stop`].
+//! - [`ask`] and [`approvals`]: the approval step (a refusal a reviewer may lift, held
+//!   until decided) and the pending approvals the admin API lists and decides.
 //! - [`approved`]: what an allowed request hands its listener.
 //! - [`refusal`]: why a request stops ([`refusal::Refusal`], [`refusal::Failure`]).
 //! - [`record`]: the audit records and metric counts of a decision, each built from one
@@ -36,7 +38,9 @@
 //! writes to a socket); on approval [`record::count_approved`], then judge the first
 //! bytes with [`client_hello::admit`] and relay to the approved, checked addresses.
 
+pub mod approvals;
 pub mod approved;
+pub mod ask;
 pub mod budget;
 pub mod client_hello;
 pub mod judge;

@@ -7,12 +7,13 @@ use std::net::SocketAddr;
 
 use hyper::{Method, Request, Uri};
 
+use super::approvals::{Outcome as ApprovalOutcome, Pending};
 use super::approved::Approved;
 use super::refusal::{Refusal, Stop};
 use super::state::State;
 use crate::audit::{clip_url, new_request_id, Record, Via};
 use crate::metrics::Outcome;
-use crate::policy::{Level, Target, Verdict};
+use crate::policy::{Level, Reason, Target, Verdict};
 
 /// What is being answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -231,6 +232,34 @@ pub fn audit_websocket(
 ) {
     let rec = approved_record(event, client, approved, dialed, url, bytes);
     state.audit.write_detached(rec);
+}
+
+/// The record of a held request's approval when it ends (docs/reference/approvals.md):
+/// `approval.allowed`, `approval.denied` or `approval.expired`, with the approval's id
+/// and how it was decided. A refused request writes its `egress.denied` too.
+pub async fn audit_approval(
+    state: &State,
+    client: &Client,
+    pending: &Pending,
+    outcome: ApprovalOutcome,
+) {
+    let asked = &pending.asked;
+    let mut rec = record(
+        outcome.event(),
+        client,
+        asked.host.clone(),
+        Some(asked.port),
+    );
+    rec.session = pending.session.as_ref().map(|s| s.id.clone());
+    if outcome.allows() {
+        rec.rule = Some(asked.entry.clone());
+        rec.policy_level = Some(Level::Request.as_str());
+    } else {
+        rec.reason = Some(Reason::NotInRequestPolicy.as_str());
+    }
+    rec.approval_id = Some(pending.id.clone());
+    rec.decision = Some(outcome.as_str());
+    state.audit.write(rec).await;
 }
 
 /// The one record of an allowed request or tunnel that the upload budget cut short

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::approvals::Approvals;
 use super::budget::Budgets;
 use super::policies::Policies;
 use super::tunnel_counts::TunnelCounts;
@@ -64,6 +65,8 @@ pub struct State {
     pub budgets: Budgets,
     /// `serve --upstream-proxy`: the parent proxy allowed connections go through.
     pub parent: Option<Arc<Parent>>,
+    /// Requests held for a reviewer (docs/reference/approvals.md).
+    pub approvals: Approvals,
 }
 
 impl State {

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 #[cfg(test)]
 use hyper::header::HeaderMap;
@@ -14,7 +14,7 @@ use hyper::header::HeaderMap;
 use super::store::{Admit, Revoked};
 use super::{
     hash_token, now_ms, random_hex, wall, AuthError, BoxFuture, CreateError, Ended, NewSession,
-    Session, Store, StoreError, View,
+    Session, SessionPolicy, Store, StoreError, View,
 };
 use crate::metrics::Metrics;
 use crate::policy::RequestPolicy;
@@ -44,20 +44,8 @@ impl MemoryStore {
 
     /// Build a session with fresh credentials. Returns it and its token; insert it with
     /// [`insert`](Self::insert) once its policy has been checked.
-    pub fn create(
-        &self,
-        policy: RequestPolicy,
-        policy_json: serde_json::Value,
-        label: Option<String>,
-        idle_timeout: Duration,
-    ) -> (Arc<Session>, String) {
+    pub fn create(&self, new: NewSession) -> (Arc<Session>, String) {
         let token = random_hex(32);
-        let new = NewSession {
-            policy,
-            policy_json,
-            label,
-            idle_timeout,
-        };
         let session = Session::new(random_hex(16), hash_token(&token), new, SystemTime::now());
         (Arc::new(session), token)
     }
@@ -167,7 +155,9 @@ pub(super) fn view(s: &Session) -> View {
     View {
         id: s.id.clone(),
         label: s.label.clone(),
-        network_policy: s.policy_json.clone(),
+        network_policy: s.policy().json.clone(),
+        on_deny: if s.ask.is_some() { "ask" } else { "refuse" },
+        ask_timeout_seconds: s.ask.map(|d| d.as_secs()),
         idle_timeout_seconds: s.idle_timeout.as_secs(),
         created_at: crate::audit::rfc3339(s.created_at),
         last_activity: crate::audit::rfc3339(wall(last)),
@@ -177,6 +167,16 @@ pub(super) fn view(s: &Session) -> View {
 }
 
 impl Store for MemoryStore {
+    fn set_policy<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        policy: SessionPolicy,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        // The store holds this very session: the change is everywhere at once.
+        session.set_policy(policy);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
     fn verify<'a>(
         &'a self,
         id: &'a str,
@@ -190,10 +190,9 @@ impl Store for MemoryStore {
         new: NewSession,
         admit: Admit<'a>,
     ) -> BoxFuture<'a, Result<(View, String), CreateError>> {
-        let (session, token) =
-            self.create(new.policy, new.policy_json, new.label, new.idle_timeout);
+        let (session, token) = self.create(new);
         let mut map = self.lock();
-        let done = match admit(&session.policy) {
+        let done = match admit(&session.policy().compiled) {
             Err(w) => Err(CreateError::Widening(w)),
             Ok(()) => {
                 self.insert(&mut map, session.clone());
@@ -230,7 +229,7 @@ impl Store for MemoryStore {
         let mut map = self.lock();
         let widening: Revoked = map
             .values()
-            .filter_map(|s| uncovered(&s.policy).map(|w| (s.id.clone(), w)))
+            .filter_map(|s| uncovered(&s.policy().compiled).map(|w| (s.id.clone(), w)))
             .collect();
         let mut revoked = Vec::with_capacity(widening.len());
         for (id, offending) in widening {

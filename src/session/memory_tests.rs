@@ -4,6 +4,7 @@ use super::*;
 use crate::session::constant_time_eq;
 use base64::Engine;
 use hyper::header::{HeaderValue, PROXY_AUTHORIZATION};
+use std::time::Duration;
 
 fn store() -> Arc<MemoryStore> {
     Arc::new(MemoryStore::new(Arc::new(Metrics::new())))
@@ -20,7 +21,13 @@ fn basic(id: &str, token: &str) -> HeaderMap {
 }
 
 fn add(store: &MemoryStore, idle: Duration) -> (Arc<Session>, String) {
-    let (s, token) = store.create(RequestPolicy::Disabled, serde_json::json!({}), None, idle);
+    let (s, token) = store.create(NewSession {
+        policy: RequestPolicy::Disabled,
+        policy_json: serde_json::json!({}),
+        label: None,
+        idle_timeout: idle,
+        ask: None,
+    });
     store.insert(&mut store.lock(), s.clone());
     (s, token)
 }

@@ -11,7 +11,7 @@ use super::memory::view;
 use super::redis_record::{self as record, key, plausible_id};
 use super::redis_store::RedisStore;
 use super::store::Revoked;
-use super::{now_ms, Ended, StoreError, View};
+use super::{now_ms, Ended, Session, SessionPolicy, StoreError, View};
 use crate::policy::RequestPolicy;
 
 impl RedisStore {
@@ -91,12 +91,58 @@ impl RedisStore {
             let Some(session) = record::parse(&id, &fields) else {
                 continue;
             };
-            if let Some(offending) = uncovered(&session.policy) {
+            if let Some(offending) = uncovered(&session.policy().compiled) {
                 if self.end_everywhere(&id, Ended::Revoked).await? {
                     revoked.push((id, offending));
                 }
             }
         }
         Ok(revoked)
+    }
+}
+
+/// Replaces the policy of `id` only while its key exists: a session that ended is not
+/// brought back.
+const SET_POLICY: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'network_policy', ARGV[1])
+return 1
+";
+
+impl RedisStore {
+    /// An approved `allow-session`: the policy written to the session's hash (where the
+    /// other replicas read it when they next ask whether the session lives), and put in
+    /// force here at once.
+    pub(super) async fn set_policy_in_redis(
+        &self,
+        session: &Arc<Session>,
+        policy: SessionPolicy,
+    ) -> Result<(), StoreError> {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(SET_POLICY)
+            .arg(1)
+            .arg(key(&session.id))
+            .arg(policy.json.to_string());
+        let _: i64 = self.cmd(&cmd).await?;
+        session.set_policy(policy);
+        Ok(())
+    }
+}
+
+/// Puts the policy the store holds for `s` (its JSON text) in force here when it is not
+/// the one in force. A text this proxy cannot read leaves the copy as it is (logged).
+pub(super) fn refresh_policy(s: &Session, text: &str) {
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(text) else {
+        tracing::error!(session = %s.id, "the session store holds a policy this proxy cannot read; the copy here stays in force");
+        return;
+    };
+    if s.policy().json == json {
+        return;
+    }
+    match RequestPolicy::from_value(&json, "network_policy") {
+        Ok(compiled) => s.set_policy(SessionPolicy { compiled, json }),
+        Err(e) => {
+            tracing::error!(session = %s.id, error = %e, "the session store holds a policy this proxy cannot compile; the copy here stays in force");
+        }
     }
 }

@@ -47,6 +47,9 @@ pub fn fields(
     if let Some(label) = &new.label {
         fields.push(("label", label.clone()));
     }
+    if let Some(ask) = new.ask {
+        fields.push(("ask_timeout_seconds", ask.as_secs().to_string()));
+    }
     fields
 }
 
@@ -68,11 +71,16 @@ fn parse_fields(fields: &HashMap<String, String>) -> Option<(TokenHash, NewSessi
     let policy = RequestPolicy::from_value(&policy_json, "network_policy").ok()?;
     let created_ms: u64 = fields.get("created_at_ms")?.parse().ok()?;
     let idle: u64 = fields.get("idle_timeout_seconds")?.parse().ok()?;
+    let ask = match fields.get("ask_timeout_seconds") {
+        Some(secs) => Some(Duration::from_secs(secs.parse().ok()?)),
+        None => None,
+    };
     let new = NewSession {
         policy,
         policy_json,
         label: fields.get("label").cloned(),
         idle_timeout: Duration::from_secs(idle),
+        ask,
     };
     Some((hash, new, UNIX_EPOCH + Duration::from_millis(created_ms)))
 }
@@ -126,6 +134,7 @@ mod tests {
             policy_json: serde_json::json!({"type": "disabled"}),
             label: Some("l".into()),
             idle_timeout: Duration::from_secs(7),
+            ask: Some(Duration::from_secs(9)),
         };
         let fields: HashMap<String, String> = fields(&new, &hash, SystemTime::now())
             .into_iter()
@@ -137,6 +146,7 @@ mod tests {
         assert!(!back.token_matches("cd"));
         assert_eq!(back.idle_timeout, Duration::from_secs(7));
         assert_eq!(back.label.as_deref(), Some("l"));
+        assert_eq!(back.ask, Some(Duration::from_secs(9)));
     }
 
     #[test]

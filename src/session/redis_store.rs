@@ -22,11 +22,12 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, FromRedisValue, RedisResult};
 use tokio::sync::Notify;
 
+use super::redis_admin::refresh_policy;
 use super::redis_record::{self as record, key, plausible_id, CHANNEL};
 use super::store::{Admit, Revoked};
 use super::{
     count_end, hash_token, memory::view, now_ms, random_hex, AuthError, BoxFuture, CreateError,
-    Ended, NewSession, Session, Store, StoreError, View,
+    Ended, NewSession, Session, SessionPolicy, Store, StoreError, View,
 };
 use crate::metrics::Metrics;
 use crate::policy::RequestPolicy;
@@ -217,14 +218,17 @@ impl RedisStore {
         if trusted(&s) {
             return Ok(s.clone());
         }
-        let exists: bool = self
-            .cmd(redis::cmd("EXISTS").arg(key(&s.id)))
+        // Its policy, not only whether it exists: an approval on another replica may
+        // have added an entry (docs/reference/approvals.md).
+        let policy: Option<String> = self
+            .cmd(redis::cmd("HGET").arg(key(&s.id)).arg("network_policy"))
             .await
             .map_err(|_| AuthError::StoreUnavailable)?;
-        if !exists {
+        let Some(policy) = policy else {
             self.end_local(&s.id, Ended::Expired);
             return Err(AuthError::Unknown);
-        }
+        };
+        refresh_policy(&s, &policy);
         s.verified_at.store(now_ms(), Ordering::Release);
         Ok(s.clone())
     }
@@ -346,6 +350,14 @@ impl Store for RedisStore {
             }
             self.end_everywhere(id, Ended::Deleted).await
         })
+    }
+
+    fn set_policy<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        policy: SessionPolicy,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.set_policy_in_redis(session, policy))
     }
 
     fn revoke<'a>(

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{AuthError, Session, View};
+use super::{AuthError, Session, SessionPolicy, View};
 use crate::policy::{RequestPolicy, Widening};
 
 /// A boxed future that can move between tasks.
@@ -21,6 +21,8 @@ pub struct NewSession {
     pub policy_json: serde_json::Value,
     pub label: Option<String>,
     pub idle_timeout: Duration,
+    /// `"on_deny": "ask"` with its timeout (docs/reference/approvals.md).
+    pub ask: Option<Duration>,
 }
 
 /// The store could not be reached or did not answer in time.
@@ -69,6 +71,15 @@ pub trait Store: Send + Sync {
     /// End the session `id` now (DELETE): its tunnels close wherever they are. False
     /// when there is no such session.
     fn delete<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// An approved `allow-session` (docs/reference/approvals.md): put `policy` in force
+    /// for `session` from now on; with a shared store, on every replica within the time
+    /// a replica trusts its copy. A session that has ended stays ended.
+    fn set_policy<'a>(
+        &'a self,
+        session: &'a Arc<Session>,
+        policy: SessionPolicy,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
 
     /// A reload: end every session whose policy `uncovered` names entries for (with the
     /// entries), and run `swap` to put the new policies in force, so that no session is

@@ -8,6 +8,7 @@ mod support;
 
 mod admin;
 mod admin_start;
+mod approvals;
 mod budget;
 mod bypass;
 mod bypass_loop;

@@ -119,6 +119,7 @@ export function sessionItem(s) {
   const meta = el("div", "meta");
   meta.append(field("allows", policySummary(s.network_policy), "policy"));
   meta.append(field("open tunnels", s.open_tunnels));
+  if (s.on_deny === "ask") meta.append(field("on deny", `asks (${s.ask_timeout_seconds}s)`));
   meta.append(field("expires", `in ${span(s.expires_at)} (${clock(s.expires_at)})`));
   if ("upload_bytes_used" in s) meta.append(budget(s.upload_bytes_used, s.max_upload_bytes));
   item.append(head, meta);

@@ -120,7 +120,11 @@ def decide(driver, cmd):
     row = item(driver, "approval", "host", cmd["host"])
     row.find_element(By.CSS_SELECTOR, f'button[data-decision="{cmd["decision"]}"]').click()
     wait(driver, EC.staleness_of(row), "the approval leaves the list")
-    return {"done": visible(driver, "approvals-done").text}
+    # The poll may take the row away before the decision's answer is shown: wait for the
+    # note that names this destination, not for the note of an earlier one.
+    note = driver.find_element(By.ID, "approvals-done")
+    wait(driver, lambda d: note.is_displayed() and cmd["host"] in note.text, "the decision's note")
+    return {"done": note.text}
 
 
 def screenshot(driver, cmd):

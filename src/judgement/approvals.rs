@@ -1,0 +1,254 @@
+//! Requests held for a reviewer (docs/reference/approvals.md): the pending approvals,
+//! one per session and destination, that `GET /v1/approvals` lists and
+//! `POST /v1/approvals/{id}` decides. What may be held, and what an approval lets
+//! through, is [`super::ask`]'s; this module only keeps them and wakes their waiters.
+//!
+//! Bounded: at most [`MAX_PENDING`] approvals wait on the proxy and
+//! [`MAX_PENDING_PER_SESSION`] per session (requests without a session count as one);
+//! past either, a request is refused at once, so a flood of held requests cannot
+//! exhaust the proxy. Every held request keeps its connection, so it counts against
+//! `--max-connections` as any other.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+
+use crate::session::Session;
+
+/// Approvals pending on the proxy at once, at most.
+pub const MAX_PENDING: usize = 256;
+/// Approvals pending for one session (or for requests without one) at once, at most.
+pub const MAX_PENDING_PER_SESSION: usize = 16;
+/// The longest path an approval shows, in bytes.
+const MAX_PATH: usize = 256;
+
+/// How an approval ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    AllowOnce,
+    AllowSession,
+    Deny,
+    Expired,
+}
+
+impl Outcome {
+    /// A reviewer's decision as `POST /v1/approvals/{id}` spells it.
+    pub fn parse(text: &str) -> Option<Outcome> {
+        match text {
+            "allow-once" => Some(Outcome::AllowOnce),
+            "allow-session" => Some(Outcome::AllowSession),
+            "deny" => Some(Outcome::Deny),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::AllowOnce => "allow-once",
+            Outcome::AllowSession => "allow-session",
+            Outcome::Deny => "deny",
+            Outcome::Expired => "expired",
+        }
+    }
+
+    /// The audit event each held request writes when it ends.
+    pub fn event(self) -> &'static str {
+        match self {
+            Outcome::AllowOnce | Outcome::AllowSession => "approval.allowed",
+            Outcome::Deny => "approval.denied",
+            Outcome::Expired => "approval.expired",
+        }
+    }
+
+    pub fn allows(self) -> bool {
+        matches!(self, Outcome::AllowOnce | Outcome::AllowSession)
+    }
+}
+
+/// What a held request asks for, as the list shows it.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    pub host: String,
+    pub port: u16,
+    pub method: String,
+    /// `None` for a tunnel.
+    pub path: Option<String>,
+    /// The narrowest entry that would allow it: the exact host and port.
+    pub entry: String,
+}
+
+/// One pending approval.
+pub struct Pending {
+    pub id: String,
+    pub session: Option<Arc<Session>>,
+    pub asked: Asked,
+    pub since: SystemTime,
+    pub expires_at: SystemTime,
+    deadline: tokio::time::Instant,
+    waiting: AtomicUsize,
+    outcome: watch::Sender<Option<Outcome>>,
+}
+
+impl Pending {
+    /// Requests waiting on it now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    fn session_id(&self) -> Option<&str> {
+        self.session.as_deref().map(|s| s.id.as_str())
+    }
+
+    fn same(&self, session: Option<&str>, asked: &Asked) -> bool {
+        self.session_id() == session
+            && self.asked.host == asked.host
+            && self.asked.port == asked.port
+    }
+}
+
+/// The pending approvals of the proxy (with a shared store, of this replica).
+pub struct Approvals {
+    pending: Mutex<HashMap<String, Arc<Pending>>>,
+    /// `serve --approval ask`: requests without a session wait this long.
+    pub sessionless: Option<Duration>,
+}
+
+/// Too many approvals are pending.
+#[derive(Debug)]
+pub struct Full;
+
+/// A request waiting on an approval; it stops waiting when dropped (its client went
+/// away), and an approval nobody waits for any more is withdrawn.
+pub struct Waiter<'a> {
+    approvals: &'a Approvals,
+    pub pending: Arc<Pending>,
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if self.pending.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let mut map = self.approvals.lock();
+            // Only while undecided: a decision already removed it.
+            if self.pending.waiting() == 0 && self.pending.outcome.borrow().is_none() {
+                map.remove(&self.pending.id);
+            }
+        }
+    }
+}
+
+impl Approvals {
+    pub fn new(sessionless: Option<Duration>) -> Approvals {
+        Approvals {
+            pending: Mutex::new(HashMap::new()),
+            sessionless,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Pending>>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wait on the approval for `asked` under `session`: the one already pending for
+    /// that destination, or a new one that expires after `timeout`.
+    pub fn join(
+        &self,
+        session: Option<&Arc<Session>>,
+        mut asked: Asked,
+        timeout: Duration,
+    ) -> Result<Waiter<'_>, Full> {
+        let id = session.map(|s| s.id.as_str());
+        let mut map = self.lock();
+        if let Some(found) = map.values().find(|p| p.same(id, &asked)) {
+            found.waiting.fetch_add(1, Ordering::AcqRel);
+            let pending = found.clone();
+            return Ok(Waiter {
+                approvals: self,
+                pending,
+            });
+        }
+        let of_session = map.values().filter(|p| p.session_id() == id).count();
+        if map.len() >= MAX_PENDING || of_session >= MAX_PENDING_PER_SESSION {
+            return Err(Full);
+        }
+        if let Some(path) = &mut asked.path {
+            clip(path, MAX_PATH);
+        }
+        let since = SystemTime::now();
+        let pending = Arc::new(Pending {
+            id: crate::audit::new_request_id(),
+            session: session.cloned(),
+            asked,
+            since,
+            expires_at: since + timeout,
+            deadline: tokio::time::Instant::now() + timeout,
+            waiting: AtomicUsize::new(1),
+            outcome: watch::Sender::new(None),
+        });
+        map.insert(pending.id.clone(), pending.clone());
+        Ok(Waiter {
+            approvals: self,
+            pending,
+        })
+    }
+
+    /// Wait for the decision, the timeout, or the end of the session.
+    pub async fn wait(&self, waiter: &Waiter<'_>) -> Outcome {
+        let pending = &waiter.pending;
+        let mut rx = pending.outcome.subscribe();
+        let ended = crate::session::until_ended(pending.session.as_deref());
+        tokio::select! {
+            decided = rx.wait_for(Option::is_some) => {
+                if let Ok(o) = decided {
+                    if let Some(o) = *o {
+                        return o;
+                    }
+                }
+            }
+            () = tokio::time::sleep_until(pending.deadline) => {}
+            () = ended => {}
+        }
+        // Timed out, or the session ended: expired, unless a decision came first.
+        self.settle(&pending.id, Outcome::Expired);
+        pending.outcome.borrow().unwrap_or(Outcome::Expired)
+    }
+
+    /// Decide approval `id`: its waiters go on with `outcome`. Returns how many were
+    /// waiting; `None` when it is no longer pending (decided, expired or withdrawn).
+    pub fn decide(&self, id: &str, outcome: Outcome) -> Option<usize> {
+        self.settle(id, outcome)
+    }
+
+    fn settle(&self, id: &str, outcome: Outcome) -> Option<usize> {
+        let pending = self.lock().remove(id)?;
+        // Counted before they are woken: once woken, they go.
+        let waiting = pending.waiting();
+        pending.outcome.send_replace(Some(outcome));
+        Some(waiting)
+    }
+
+    /// The approval `id`, if pending.
+    pub fn get(&self, id: &str) -> Option<Arc<Pending>> {
+        self.lock().get(id).cloned()
+    }
+
+    /// Every pending approval, oldest first.
+    pub fn list(&self) -> Vec<Arc<Pending>> {
+        let mut all: Vec<Arc<Pending>> = self.lock().values().cloned().collect();
+        all.sort_by_key(|p| p.since);
+        all
+    }
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn clip(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut cut = max;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+}

@@ -1,0 +1,55 @@
+//! A session's policy, and the one change it may see while it lives: an approved
+//! `allow-session` adds the exact destination a reviewer allowed
+//! (docs/reference/approvals.md). The policy is swapped whole, so a request judges by
+//! the old one or the new one, never a mix.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::Session;
+use crate::policy::RequestPolicy;
+
+/// How long a request waits for a reviewer when `ask_timeout_seconds` is not given.
+pub const DEFAULT_ASK_SECS: u64 = 30;
+/// The longest a request may wait for a reviewer (`ask_timeout_seconds`).
+pub const MAX_ASK_SECS: u64 = 300;
+
+/// A session's `network_policy`: compiled, and as the client sent it (what `GET` shows).
+#[derive(Debug)]
+pub struct SessionPolicy {
+    pub compiled: RequestPolicy,
+    pub json: Value,
+}
+
+impl SessionPolicy {
+    /// This policy with `entry` (a destination pattern such as `api.example.com:443`)
+    /// added to its `allowed_domains`; `None` when it has no list to add to (a
+    /// `disabled` policy) or the result does not compile.
+    pub fn with_entry(&self, entry: &str) -> Option<SessionPolicy> {
+        let mut json = self.json.clone();
+        let list = json.get_mut("allowed_domains")?.as_array_mut()?;
+        if !list.iter().any(|e| e.as_str() == Some(entry)) {
+            list.push(Value::String(entry.to_string()));
+        }
+        let compiled = RequestPolicy::from_value(&json, "network_policy").ok()?;
+        Some(SessionPolicy { compiled, json })
+    }
+}
+
+impl Session {
+    /// The policy in force for the session now.
+    pub fn policy(&self) -> Arc<SessionPolicy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Put `new` in force for every request judged from now on. Its coverage by the
+    /// policies in force is checked again at the next request.
+    pub fn set_policy(&self, new: SessionPolicy) {
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
+        *self.covered.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}

@@ -1,0 +1,130 @@
+//! `egress-proxy watch`: a running proxy's audit records as they are written, read from
+//! its admin API's event stream (docs/reference/command-line.md, "watch";
+//! docs/reference/control-plane.md, "Events"), one line each or their JSON lines; and
+//! `egress-proxy approve` ([`approve`]), a reviewer's decision without a browser. Both
+//! are clients of the admin API ([`client`]).
+
+use std::io::{IsTerminal, Write};
+
+use http_body_util::BodyExt;
+use hyper::Method;
+use serde_json::Value;
+
+use crate::config::WatchConfig;
+
+pub mod approve;
+mod client;
+pub use client::ApiError;
+
+/// Read the stream and print it until it ends; every way it ends is an error.
+pub async fn run(config: &WatchConfig) -> Result<(), ApiError> {
+    let url = config.api.url.clone();
+    let accept = "text/event-stream";
+    let resp = client::call(&config.api, Method::GET, &config.path, None, accept).await?;
+    eprintln!("egress-proxy: watching {url}");
+    let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let mut body = resp.into_body();
+    // Bytes, not text, until a whole event is in: a character split across two frames
+    // is decoded whole.
+    let mut pending: Vec<u8> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::Broken {
+            url: url.clone(),
+            why: e.to_string(),
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        pending.extend_from_slice(&data);
+        while let Some(end) = pending.windows(2).position(|w| w == b"\n\n") {
+            let block: Vec<u8> = pending.drain(..end + 2).collect();
+            if let Some(line) = event_data(&String::from_utf8_lossy(&block)) {
+                print(line, config.json, colour)?;
+            }
+        }
+    }
+    Err(ApiError::Ended { url })
+}
+
+/// The `data:` line of an event block; `None` for a comment (`: keep-alive`).
+fn event_data(block: &str) -> Option<&str> {
+    block
+        .lines()
+        .find_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:")))
+}
+
+fn print(line: &str, json: bool, colour: bool) -> Result<(), ApiError> {
+    let out = match json {
+        true => line.to_string(),
+        false => match serde_json::from_str::<Value>(line) {
+            Ok(record) => text_line(&record, colour),
+            Err(_) => line.to_string(),
+        },
+    };
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{out}")
+        .and_then(|()| stdout.flush())
+        .map_err(ApiError::Output)
+}
+
+/// One record as a line: time, event, destination, reason and rule, session.
+pub fn text_line(record: &Value, colour: bool) -> String {
+    let field = |name: &str| match &record[name] {
+        Value::String(s) if !s.is_empty() => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => "-".to_string(),
+    };
+    let event = field("event");
+    let dest = match record["port"].as_u64() {
+        Some(port) if record["host"].as_str().is_some_and(|h| h.contains(':')) => {
+            format!("[{}]:{port}", field("host"))
+        }
+        Some(port) => format!("{}:{port}", field("host")),
+        None => field("host"),
+    };
+    let shown_event = match (colour, event.as_str()) {
+        (true, "egress.denied") => format!("\x1b[31m{event:<17}\x1b[0m"),
+        (true, "egress.allowed") => format!("\x1b[32m{event:<17}\x1b[0m"),
+        (true, "egress.would_deny" | "approval.expired") => {
+            format!("\x1b[33m{event:<17}\x1b[0m")
+        }
+        (true, "approval.allowed") => format!("\x1b[32m{event:<17}\x1b[0m"),
+        (true, "approval.denied") => format!("\x1b[31m{event:<17}\x1b[0m"),
+        _ => format!("{event:<17}"),
+    };
+    format!(
+        "{} {shown_event} {dest} {} rule={} session={}",
+        field("ts"),
+        field("reason"),
+        field("rule"),
+        field("session")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_one_line_with_its_destination_reason_rule_and_session() {
+        let record = serde_json::json!({"ts": "2026-12-02T02:31:07.412Z",
+            "event": "egress.denied", "host": "evil.test", "port": 443,
+            "reason": "not_in_org_allowlist", "rule": null, "session": "s1"});
+        assert_eq!(
+            text_line(&record, false),
+            "2026-12-02T02:31:07.412Z egress.denied     evil.test:443 not_in_org_allowlist rule=- session=s1"
+        );
+        assert!(text_line(&record, true).contains("\x1b[31megress.denied"));
+        let v6 = serde_json::json!({"event": "egress.allowed", "host": "::1", "port": 80});
+        assert!(text_line(&v6, false).contains(" [::1]:80 "));
+    }
+
+    #[test]
+    fn comments_have_no_data() {
+        assert_eq!(event_data(": keep-alive\n\n"), None);
+        assert_eq!(
+            event_data("event: egress.denied\ndata: {\"a\":1}\n\n"),
+            Some("{\"a\":1}")
+        );
+    }
+}
