@@ -1,7 +1,8 @@
 //! The control plane (docs/reference/control-plane.md): an HTTP API on its own listener, never the proxy port.
 //!
-//! Every call but `GET /healthz` needs `Authorization: Bearer <token>`, compared in
-//! constant time; without it the answer is `401` and nothing else. Bodies are JSON.
+//! Every call but `GET /healthz` and the console's files needs `Authorization: Bearer
+//! <token>`, compared in constant time; without it the answer is `401` and nothing else.
+//! Bodies are JSON.
 //!
 //! - [`sessions`]: `POST/GET /v1/sessions`, `GET/DELETE /v1/sessions/{id}`.
 //! - [`reload`]: reloading the policies (SIGHUP and `POST /v1/reload`).
@@ -9,6 +10,7 @@
 //! - [`events`]: `GET /v1/events`, audit records as Server-Sent Events.
 //! - [`approvals`]: `GET /v1/approvals`, `POST /v1/approvals/{id}`: requests held for a
 //!   reviewer.
+//! - [`ui`]: `GET /ui`, the console: one page from the binary, a client of this API.
 //!
 //! `GET /metrics` serves [`crate::metrics`] as Prometheus text.
 
@@ -16,6 +18,7 @@ pub mod approvals;
 pub mod events;
 pub mod reload;
 pub mod sessions;
+pub mod ui;
 pub mod watch;
 
 use std::convert::Infallible;
@@ -114,6 +117,10 @@ async fn handle(req: Request<Incoming>, admin: &Admin, closer: &events::Closer) 
             }
             _ => method_not_allowed(),
         };
+    }
+    // The console's files hold no secret; the page sends the token on its own calls.
+    if let Some(resp) = ui::serve(req.method(), &path) {
+        return resp;
     }
     if !authorized(&req, admin.token.as_deref()) {
         let mut resp = error(

@@ -55,6 +55,7 @@ mod summary;
 mod support_selftest;
 mod timeouts;
 mod transparent;
+mod ui;
 mod upstream_pool;
 mod watch;
 mod websocket;
