@@ -104,10 +104,23 @@ pub async fn create(admin: &Admin, body: Value) -> Response<Body> {
 
 /// `GET /v1/sessions`: every live session, without tokens.
 pub async fn list(admin: &Admin) -> Response<Body> {
-    match admin.state.sessions.list().await {
-        Ok(views) => json_response(StatusCode::OK, json!({ "sessions": views })),
-        Err(e) => unavailable(&e),
+    let views = match admin.state.sessions.list().await {
+        Ok(views) => views,
+        Err(e) => return unavailable(&e),
+    };
+    // Each with what it sent upstream, as `GET /v1/sessions/{id}` shows it (the console
+    // shows it against the budget): with a shared store, one question to it per session.
+    let mut all = Vec::with_capacity(views.len());
+    for view in views {
+        let uploaded = match admin.state.budgets.uploaded(&view.id).await {
+            Ok(n) => n,
+            Err(e) => return unavailable(&e),
+        };
+        let mut body = json!(view);
+        body["uploaded_bytes"] = json!(uploaded);
+        all.push(body);
     }
+    json_response(StatusCode::OK, json!({ "sessions": all }))
 }
 
 /// `GET /v1/sessions/{id}`, without the token.

@@ -110,7 +110,8 @@ function policySummary(p) {
   return domains.length > 3 ? `${shown} +${domains.length - 3} more` : shown;
 }
 
-// One session of `GET /v1/sessions`; its budget only when the answer has one.
+// One session of `GET /v1/sessions`: what it sent upstream, against its budget if it
+// has one (`network_policy.max_upload_bytes`).
 export function sessionItem(s) {
   const item = el("li", "item session", null, { "data-id": s.id });
   const head = el("div", "head");
@@ -121,7 +122,10 @@ export function sessionItem(s) {
   meta.append(field("open tunnels", s.open_tunnels));
   if (s.on_deny === "ask") meta.append(field("on deny", `asks (${s.ask_timeout_seconds}s)`));
   meta.append(field("expires", `in ${span(s.expires_at)} (${clock(s.expires_at)})`));
-  if ("upload_bytes_used" in s) meta.append(budget(s.upload_bytes_used, s.max_upload_bytes));
+  if (typeof s.uploaded_bytes === "number") {
+    const policy = s.network_policy || {};
+    meta.append(budget(s.uploaded_bytes, policy.max_upload_bytes));
+  }
   item.append(head, meta);
   return item;
 }

@@ -158,7 +158,7 @@ async fn the_console_shows_denials_sessions_and_approvals_live_in_a_browser() {
 
     // Sessions appear, their labels shown as text: one that asks a reviewer, and one
     // whose label is markup that must not run.
-    let policy = json!({"type": "allowlist", "allowed_domains": ["allowed.test"]});
+    let policy = json!({"type": "allowlist", "allowed_domains": ["allowed.test"], "max_upload_bytes": 65536});
     let body = json!({"network_policy": policy, "label": "agent-7"});
     let session = create_session(&proxy, approvals::ask_session(body)).await;
     let id = session["id"].as_str().unwrap().to_string();
@@ -167,6 +167,11 @@ async fn the_console_shows_denials_sessions_and_approvals_live_in_a_browser() {
     assert_eq!(shown["fields"]["allows"], "allowed.test", "{shown}");
     assert_eq!(shown["fields"]["open tunnels"], "0", "{shown}");
     assert_eq!(shown["fields"]["on deny"], "asks (60s)", "{shown}");
+    let budget = shown["fields"]["budget"].as_str().unwrap_or_default();
+    assert!(
+        budget.starts_with("0 B of "),
+        "the budget against what was sent: {shown}"
+    );
     let policy = json!({"type": "allowlist", "allowed_domains": ["allowed.test", "held.test"]});
     let body = json!({"network_policy": policy, "label": HOSTILE_LABEL});
     let hostile = create_session(&proxy, body).await;
