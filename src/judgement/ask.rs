@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::approvals;
+use super::approvals::{self, Outcome};
 use super::approved::Judged;
 use super::judge::{decide_levels, Asking};
 use super::policies::Policies;
@@ -43,8 +43,17 @@ pub(super) fn asks(
     }
 }
 
-/// The approval step, for a request [`asks`] lets wait `timeout`: `None` when it is not
-/// held or the reviewer refused it (the refusal stands), else what the approval allows.
+/// What the approval step came to.
+pub(super) enum Asked {
+    /// Not held: refused as without approvals.
+    NotHeld,
+    /// Allowed: decided again under the approved entry.
+    Allowed(Allowed),
+    /// Held and refused: why, for the refusal's detail (and its `message`).
+    Refused(&'static str),
+}
+
+/// The approval step, for a request [`asks`] lets wait `timeout`.
 pub(super) async fn ask(
     state: &State,
     client: &Client,
@@ -53,13 +62,15 @@ pub(super) async fn ask(
     target: &Target,
     asking: &Asking<'_>,
     timeout: std::time::Duration,
-) -> Option<Allowed> {
+) -> Asked {
     // A name only: an address is allowed by CIDR, never approved.
     let Host::Name(name) = &target.host else {
-        return None;
+        return Asked::NotHeld;
     };
     let entry = format!("{}:{}", name.as_str(), target.port);
-    let allowed = approvable(policies, session.is_some(), &entry, target, asking)?;
+    let Some(allowed) = approvable(policies, session.is_some(), &entry, target, asking) else {
+        return Asked::NotHeld;
+    };
     let (method, path) = match *asking {
         Asking::Tunnel => ("CONNECT".to_string(), None),
         Asking::Request { method, path } => (method.to_string(), Some(path.to_string())),
@@ -73,11 +84,15 @@ pub(super) async fn ask(
     };
     let Ok(waiter) = state.approvals.join(session.as_ref(), asked, timeout) else {
         tracing::warn!(request_id = %client.request_id, "too many requests wait for approval; refused at once");
-        return None;
+        return Asked::Refused("too many requests are waiting for a reviewer; it was not held");
     };
     let outcome = state.approvals.wait(&waiter).await;
     Box::pin(audit_approval(state, client, &waiter.pending, outcome)).await;
-    outcome.allows().then_some(allowed)
+    match outcome {
+        Outcome::AllowOnce | Outcome::AllowSession => Asked::Allowed(allowed),
+        Outcome::Deny => Asked::Refused("a reviewer refused it"),
+        Outcome::Expired => Asked::Refused("no reviewer decided in time"),
+    }
 }
 
 /// The decision an approval of `entry` would give: the levels above the session's

@@ -53,8 +53,14 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
         let asked = ask::ask(
             state, client, &policies, &session, &target, &asking, timeout,
         );
-        if let Some(allowed) = Box::pin(asked).await {
-            (decision, judged) = allowed;
+        match Box::pin(asked).await {
+            ask::Asked::Allowed(allowed) => (decision, judged) = allowed,
+            ask::Asked::Refused(why) => {
+                let refusal =
+                    Refusal::from_decision(&decision, Reason::NotInRequestPolicy, &target);
+                return Err(tag(refusal.with_detail(why)).into());
+            }
+            ask::Asked::NotHeld => {}
         }
     }
     settle(&decision, &target, &session, state, client, || {

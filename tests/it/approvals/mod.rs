@@ -167,6 +167,11 @@ async fn a_held_request_is_listed_and_allow_once_lets_only_it_through() {
     let refused = answer(again).await;
     assert_eq!(refused.status, 403, "{refused:?}");
     assert_eq!(refused.json()["error"]["reason"], "not_in_request_policy");
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("a reviewer refused it"), "{message}");
     assert_eq!(
         origin.hits(),
         1,
@@ -239,6 +244,11 @@ async fn an_undecided_approval_expires_with_the_usual_refusal() {
     let resp = answer(held).await;
     assert_eq!(resp.status, 403, "{resp:?}");
     assert_eq!(resp.json()["error"]["reason"], "not_in_request_policy");
+    let message = resp.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("no reviewer decided in time"), "{message}");
     assert_eq!(origin.hits(), 0);
     let record = proxy
         .wait_audit(|r| r["event"] == "approval.expired", AUDIT_TIMEOUT)
