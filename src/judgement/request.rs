@@ -1,6 +1,7 @@
 //! Reading what a request asks for: its target (step 1 of the order of judgement), the
 //! `Host` check, and the `X-Network-Policy` header (step 3's input).
 
+use hyper::ext::Protocol;
 use hyper::header::{HeaderMap, HeaderName, HOST, UPGRADE};
 use hyper::{Method, Request, Version};
 
@@ -141,7 +142,17 @@ pub fn inner_target<B>(req: &Request<B>, tunnel: &Target) -> Result<Target, Refu
     };
     if req.method() == Method::CONNECT {
         // An h2 stream is a request whose method the rules judge: `CONNECT` is never
-        // one they allow (docs/reference/inspection.md, "HTTP/2").
+        // one they allow (docs/reference/inspection.md, "HTTP/2"). An extended
+        // `CONNECT` for a WebSocket never gets here (`crate::proxy::websocket` makes it
+        // the HTTP/1.1 handshake it stands for); one for another `:protocol` asks for
+        // another upgrade, refused as an HTTP/1.1 client's would be.
+        if req.extensions().get::<Protocol>().is_some() {
+            let refusal =
+                Refusal::new(Reason::InvalidRequest, tunnel.host.to_string(), tunnel.port);
+            let only =
+                "the only extended CONNECT passed on is a WebSocket's (`:protocol websocket`)";
+            return Err(refusal.with_detail(only));
+        }
         if req.version() == Version::HTTP_2 {
             return Err(Refusal::new(
                 Reason::MethodNotAllowed,

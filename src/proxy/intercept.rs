@@ -1,10 +1,10 @@
 //! Intercepted tunnels (docs/reference/inspection.md): for a `CONNECT` (or a redirected
 //! TLS connection) to an inspected host, the proxy completes the client's handshake with
-//! a leaf certificate for the host, reads the HTTP/1.1 requests inside, and judges each
-//! one with the same code as every other request ([`judge::judge_inner`]). An allowed
-//! request is forwarded by [`forward::forward`] over TLS to the tunnel's checked
-//! addresses, verified for the `CONNECT` name; a refusal is answered by [`answer`] over
-//! the intercepted connection.
+//! a leaf certificate for the host, reads the requests inside (HTTP/1.1, or h2's
+//! streams), and judges each one with the same code as every other request
+//! ([`judge::judge_inner`]). An allowed request is forwarded by [`forward::forward`]
+//! over TLS to the tunnel's checked addresses, verified for the `CONNECT` name; a
+//! refusal is answered by [`answer`] over the intercepted connection.
 
 use std::convert::Infallible;
 use std::io;
@@ -156,13 +156,21 @@ where
     let limits = &inside.state.limits;
     let mut builder = http2::Builder::new(TokioExecutor::new());
     h2_limits::apply(&mut builder, limits.max_header_bytes);
+    // RFC 8441's SETTINGS_ENABLE_CONNECT_PROTOCOL: a WebSocket over h2 is an extended
+    // `CONNECT` stream, judged and forwarded as the HTTP/1.1 handshake it stands for
+    // (docs/reference/inspection.md, "WebSocket over HTTP/2"); it is one of the
+    // connection's streams for the limits, for as long as it is open.
+    builder.enable_connect_protocol();
     if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
         tracing::debug!(host = %name, error = %e, "intercepted h2 connection ended with an error");
     }
 }
 
-/// One request inside: judge it, then forward it or refuse it.
+/// One request inside: judge it, then forward it or refuse it. An h2 stream's WebSocket
+/// (an extended `CONNECT`) is judged and forwarded as the HTTP/1.1 handshake it stands
+/// for, by the same code.
 async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
+    let req = websocket::as_handshake(req);
     let state = inside.state;
     let client = Client::new(inside.peer, Asked::of(&req)).via(inside.via);
     tracing::debug!(request_id = %client.request_id, host = %inside.tunnel.target.host, method = %req.method(), path = req.uri().path(), "a request inside an intercepted tunnel");

@@ -16,8 +16,9 @@
 //! - [`tunnel`]: `CONNECT` tunnels (and the transparent listener's); [`relay`] copies
 //!   their bytes (on Linux bulk bytes go through `splice`, socket to pipe to socket,
 //!   read in batches), [`idle`] watches for quiet ones.
-//! - `websocket`: an allowed `Upgrade: websocket` forwarded with its upgrade, then
-//!   relayed with its bytes up drawn from the upload budget.
+//! - `websocket`: an allowed `Upgrade: websocket` (or an h2 stream's RFC 8441 extended
+//!   `CONNECT`, made that handshake) forwarded with its upgrade, then relayed with its
+//!   bytes up drawn from the upload budget.
 //! - `intercept`: tunnels to inspected hosts, their TLS terminated with a leaf from
 //!   the CA, each request inside (HTTP/1.1, or each stream of h2) judged and forwarded
 //!   like any other; `h2_limits` bounds what an h2 client may make the proxy hold.

@@ -6,6 +6,10 @@
 //! connection is audited when it opens (`websocket.opened`) and when it closes
 //! (`websocket.closed`, with the bytes each way, or the budget's `egress.denied` when
 //! it cut the connection).
+//!
+//! An h2 stream's WebSocket (RFC 8441's extended `CONNECT`) is made that same HTTP/1.1
+//! handshake before it is judged ([`extended`]), and takes this same path: only the
+//! client's answer differs (`200` on its stream, not `101`).
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,13 +34,17 @@ use crate::judgement::budget::{self, Allowance};
 use crate::judgement::record::{audit_cut, audit_websocket, Client};
 use crate::judgement::State;
 
+mod extended;
+
+pub(crate) use extended::as_handshake;
+
 /// The most bytes one read moves, each way.
 const CHUNK: usize = 16 * 1024;
 
 /// Forward an allowed WebSocket handshake (its head built, paid for and its upgrade
 /// kept by `forward::prepare`, as every request's); after upstream's `101`, relay the
-/// connection in a task of its own and answer the client's `101`. Any other answer is
-/// passed on as a forwarded request's is, metered and recorded.
+/// connection in a task of its own and answer the client's `101` (over h2, its `200`).
+/// Any other answer is passed on as a forwarded request's is, metered and recorded.
 pub(crate) async fn forward(
     mut req: Request<Incoming>,
     approved: Approved,
@@ -44,7 +52,9 @@ pub(crate) async fn forward(
     client: Client,
     pool: Arc<Upstream>,
 ) -> Response<Body> {
+    // An h2 stream's upgrade is its own (the stream), as an HTTP/1.1 connection's is.
     let from_client = hyper::upgrade::on(&mut req);
+    let over_h2 = req.extensions_mut().remove::<extended::SentKey>();
     let Ready {
         mut record, req, ..
     } = match prepare(req, approved, state, client) {
@@ -60,10 +70,23 @@ pub(crate) async fn forward(
         Err(stopped) => return *stopped,
     };
     let dialed = dialed(&route, &record.approved, &lease);
-    if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+    let status = resp.status();
+    // Over h2 any `2xx` would open the client's stream (RFC 8441 5), so only a `101`
+    // answering the proxy's key may: another `2xx`, or a `101` that does not answer the
+    // key, is upstream failing the handshake.
+    let opens =
+        status == StatusCode::SWITCHING_PROTOCOLS || (over_h2.is_some() && status.is_success());
+    if !opens {
         // Upstream declined the upgrade: its answer is the client's, nothing opened, and
         // its connection (made for the upgrade) is not kept.
         return answered(record, resp, dialed, None);
+    }
+    if let Some(Err(why)) = over_h2.as_ref().map(|key| extended::opened(&resp, key)) {
+        let failure = extended::not_opened(&record.approved.target, &why);
+        tracing::info!(request_id = %record.client.request_id, "{}", failure.message);
+        // It reached upstream: its allowed record is written as a failed request's.
+        record.dialed = dialed;
+        return answer::fail(&failure, &record.client.request_id);
     }
     let from_upstream = hyper::upgrade::on(&mut resp);
     let accepted = resp.headers().get(UPGRADE).cloned();
@@ -87,6 +110,10 @@ pub(crate) async fn forward(
     tokio::spawn(Open { record, url }.relay(from_client, from_upstream));
     let (mut parts, _) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
+    if over_h2.is_some() {
+        extended::switched_to_ok(&mut parts);
+        return Response::from_parts(parts, answer::empty());
+    }
     parts
         .headers
         .insert(CONNECTION, HeaderValue::from_static("upgrade"));

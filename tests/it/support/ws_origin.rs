@@ -1,8 +1,10 @@
 //! A real WebSocket origin: Python's `websockets` (PyPI), started by the test on a
-//! loopback port, echoing every message and printing, for each connection that
-//! closes, its path and the payload bytes it received. Over TLS with a certificate
-//! the test makes, or plain. Tests skip, saying why, when `python3` cannot import
-//! `websockets` (`.ci/run` installs it).
+//! loopback port, echoing every message and printing the target of every handshake it
+//! is sent and, for each connection that closes, its path and the payload bytes it
+//! received. A handshake whose target has `decline` in it is answered 403, not
+//! switched; `ok-instead`, 200; `bad-accept` is switched with a `Sec-WebSocket-Accept`
+//! that answers no key. Over TLS with a certificate the test makes, or plain. Tests
+//! skip, saying why, when `python3` cannot import `websockets` (`.ci/run` installs it).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -12,7 +14,20 @@ use std::time::{Duration, Instant};
 
 const SERVER: &str = r#"
 import asyncio, ssl, sys
+from http import HTTPStatus
 from websockets.asyncio.server import serve
+
+def seen(connection, request):
+    print("request", request.path, flush=True)
+    if "decline" in request.path:
+        return connection.respond(HTTPStatus.FORBIDDEN, "declined\n")
+    if "ok-instead" in request.path:
+        return connection.respond(HTTPStatus.OK, "not a websocket\n")
+
+def answered(connection, request, response):
+    if "bad-accept" in request.path:
+        del response.headers["Sec-WebSocket-Accept"]
+        response.headers["Sec-WebSocket-Accept"] = "c29tZXRoaW5nIGVsc2U="
 
 async def echo(ws):
     got = 0
@@ -30,7 +45,7 @@ async def main():
     if len(sys.argv) > 2:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(sys.argv[1], sys.argv[2])
-    async with serve(echo, "127.0.0.1", 0, ssl=ctx) as server:
+    async with serve(echo, "127.0.0.1", 0, ssl=ctx, process_request=seen, process_response=answered) as server:
         print("listening", server.sockets[0].getsockname()[1], flush=True)
         await asyncio.get_running_loop().create_future()
 
@@ -64,7 +79,14 @@ pub(crate) use require_websockets;
 pub struct WsOrigin {
     child: Child,
     pub port: u16,
-    closed: Arc<Mutex<Vec<(String, usize)>>>,
+    seen: Arc<Mutex<Seen>>,
+}
+
+/// What the origin said: the handshakes' targets, the closed connections.
+#[derive(Default)]
+struct Seen {
+    requests: Vec<String>,
+    closed: Vec<(String, usize)>,
 }
 
 impl WsOrigin {
@@ -94,13 +116,14 @@ impl WsOrigin {
             .strip_prefix("listening ")
             .and_then(|p| p.trim().parse().ok())
             .unwrap_or_else(|| panic!("the WebSocket origin said {first:?}"));
-        let closed = Arc::new(Mutex::new(Vec::new()));
-        read_closed(lines, closed.clone());
-        WsOrigin {
-            child,
-            port,
-            closed,
-        }
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        read_seen(lines, seen.clone());
+        WsOrigin { child, port, seen }
+    }
+
+    /// The target of every handshake the origin was sent, so far.
+    pub fn requests(&self) -> Vec<String> {
+        self.seen.lock().unwrap().requests.clone()
     }
 
     /// Each closed connection's path and payload bytes received, waiting up to
@@ -108,7 +131,7 @@ impl WsOrigin {
     pub fn closed(&self, n: usize, within: Duration) -> Vec<(String, usize)> {
         let started = Instant::now();
         loop {
-            let closed = self.closed.lock().unwrap().clone();
+            let closed = self.seen.lock().unwrap().closed.clone();
             if closed.len() >= n || started.elapsed() > within {
                 return closed;
             }
@@ -117,18 +140,19 @@ impl WsOrigin {
     }
 }
 
-fn read_closed(
-    lines: std::io::Lines<BufReader<ChildStdout>>,
-    into: Arc<Mutex<Vec<(String, usize)>>>,
-) {
+fn read_seen(lines: std::io::Lines<BufReader<ChildStdout>>, into: Arc<Mutex<Seen>>) {
     std::thread::spawn(move || {
         for line in lines.map_while(Result::ok) {
             let mut words = line.split_whitespace();
-            if let (Some("closed"), Some(path), Some(bytes)) =
-                (words.next(), words.next(), words.next())
-            {
-                let bytes = bytes.parse().unwrap_or(0);
-                into.lock().unwrap().push((path.to_string(), bytes));
+            match (words.next(), words.next(), words.next()) {
+                (Some("request"), Some(target), None) => {
+                    into.lock().unwrap().requests.push(target.to_string());
+                }
+                (Some("closed"), Some(path), Some(bytes)) => {
+                    let bytes = bytes.parse().unwrap_or(0);
+                    into.lock().unwrap().closed.push((path.to_string(), bytes));
+                }
+                _ => {}
             }
         }
     });

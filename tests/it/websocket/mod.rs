@@ -7,8 +7,11 @@
 //! - [`inspected`]: `wss://` inside an intercepted tunnel: echo, a refused path, the
 //!   budget.
 //! - [`plain`]: an absolute-form `ws://` request, and an `h2c` upgrade refused.
+//! - [`over_h2`]: `wss://` over HTTP/2 by RFC 8441's extended `CONNECT`: echo, a refused
+//!   path, the budget, other `:protocol` values and a declined handshake.
 
 mod inspected;
+mod over_h2;
 mod plain;
 
 use std::path::PathBuf;
