@@ -17,6 +17,19 @@ use crate::support::sessions::{allowlist, ADMIN_TOKEN};
 /// hold for 30 s.
 const AT_ONCE: Duration = Duration::from_secs(10);
 
+/// `GET url` through the proxy: a 403 that came at once, not after a hold.
+async fn refused_at_once(
+    proxy: &crate::support::proxy::Proxy,
+    url: &str,
+    headers: &[(&str, &str)],
+) -> crate::support::client::Response {
+    let resp = tokio::time::timeout(AT_ONCE, get_via_proxy(proxy.addr, url, headers))
+        .await
+        .expect("refused at once, not held");
+    assert_eq!(resp.status, 403, "{resp:?}");
+    resp
+}
+
 #[tokio::test]
 async fn what_the_organization_refuses_is_never_held() {
     let (origin, proxy) = setup(&[]).await;
@@ -24,21 +37,12 @@ async fn what_the_organization_refuses_is_never_held() {
     let auth = s.proxy_auth();
     let headers = [("Proxy-Authorization", auth.as_str())];
     let url = format!("http://evil.test:{}/", origin.port());
-    let resp = tokio::time::timeout(AT_ONCE, get_via_proxy(proxy.addr, &url, &headers))
-        .await
-        .expect("refused at once, not held");
-    assert_eq!(resp.status, 403);
+    let resp = refused_at_once(&proxy, &url, &headers).await;
     assert_eq!(resp.json()["error"]["reason"], "not_in_org_allowlist");
     assert!(pending(&proxy).await.is_empty());
     assert_eq!(origin.hits(), 0);
     // A port the organization does not allow, of a host it does.
-    let resp = tokio::time::timeout(
-        AT_ONCE,
-        get_via_proxy(proxy.addr, "http://other.test:1/", &headers),
-    )
-    .await
-    .expect("refused at once");
-    assert_eq!(resp.status, 403, "{resp:?}");
+    refused_at_once(&proxy, "http://other.test:1/", &headers).await;
     assert!(pending(&proxy).await.is_empty());
 
     // The probe works: the same session's request for a host the org allows is held.
@@ -63,10 +67,7 @@ async fn a_request_that_narrowed_itself_and_a_session_that_does_not_ask_are_refu
         ("Proxy-Authorization", auth.as_str()),
         ("X-Network-Policy", narrowed.as_str()),
     ];
-    let resp = tokio::time::timeout(AT_ONCE, get_via_proxy(proxy.addr, &url, &headers))
-        .await
-        .expect("refused at once");
-    assert_eq!(resp.status, 403);
+    let resp = refused_at_once(&proxy, &url, &headers).await;
     assert_eq!(resp.json()["error"]["reason"], "not_in_request_policy");
 
     let plain = proxy
@@ -79,13 +80,7 @@ async fn a_request_that_narrowed_itself_and_a_session_that_does_not_ask_are_refu
         .await;
     assert_eq!(view.json()["on_deny"], "refuse", "{view:?}");
     let auth = plain.proxy_auth();
-    let resp = tokio::time::timeout(
-        AT_ONCE,
-        get_via_proxy(proxy.addr, &url, &[("Proxy-Authorization", &auth)]),
-    )
-    .await
-    .expect("refused at once");
-    assert_eq!(resp.status, 403);
+    refused_at_once(&proxy, &url, &[("Proxy-Authorization", &auth)]).await;
     assert!(pending(&proxy).await.is_empty());
     assert_eq!(origin.hits(), 0);
 }
@@ -105,13 +100,8 @@ async fn what_the_proxys_policy_refuses_a_session_is_never_held() {
     let s = asking_session(&proxy, 30).await;
     let auth = s.proxy_auth();
     let url = format!("http://other.test:{}/", origin.port());
-    let resp = tokio::time::timeout(
-        AT_ONCE,
-        get_via_proxy(proxy.addr, &url, &[("Proxy-Authorization", &auth)]),
-    )
-    .await
-    .expect("refused at once: --policy is the session's ceiling");
-    assert_eq!(resp.status, 403);
+    // --policy is the session's ceiling.
+    refused_at_once(&proxy, &url, &[("Proxy-Authorization", &auth)]).await;
     assert!(pending(&proxy).await.is_empty());
     assert_eq!(origin.hits(), 0);
 }
@@ -137,13 +127,15 @@ async fn pending_approvals_are_bounded_per_session() {
     // The seventeenth destination: refused at once, not held.
     let auth = s.proxy_auth();
     let url = format!("http://{}:{}/", names[16], origin.port());
-    let resp = tokio::time::timeout(
-        AT_ONCE,
-        get_via_proxy(proxy.addr, &url, &[("Proxy-Authorization", &auth)]),
-    )
-    .await
-    .expect("refused at once past the bound");
-    assert_eq!(resp.status, 403);
+    let resp = refused_at_once(&proxy, &url, &[("Proxy-Authorization", &auth)]).await;
+    let message = resp.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("too many requests are waiting"),
+        "{message}"
+    );
     assert_eq!(pending(&proxy).await.len(), 16);
     for a in &listed {
         decide(&proxy, a["id"].as_str().unwrap(), "deny").await;

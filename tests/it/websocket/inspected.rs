@@ -18,28 +18,7 @@ async fn an_allowed_websocket_is_relayed_and_audited_when_it_opens_and_closes() 
         s.origin.closed(1, Duration::from_secs(5)),
         [("/echo".to_string(), 3000)]
     );
-    let opened = s
-        .proxy
-        .wait_audit(|r| r["event"] == "websocket.opened", AUDIT_TIMEOUT)
-        .await;
-    assert_eq!(opened["host"], "secure.test");
-    assert_eq!(opened["method"], "GET");
-    assert_eq!(
-        opened["url"],
-        format!("https://secure.test:{}/echo", s.origin.port)
-    );
-    let closed = s
-        .proxy
-        .wait_audit(|r| r["event"] == "websocket.closed", AUDIT_TIMEOUT)
-        .await;
-    let up = closed["bytes_up"].as_u64().unwrap();
-    let down = closed["bytes_down"].as_u64().unwrap();
-    assert!(
-        up > 3000 && down > 3000,
-        "{closed}\n{}",
-        s.proxy.diagnostics()
-    );
-    assert_eq!(closed["request_id"], opened["request_id"]);
+    s.assert_echo_records().await;
 }
 
 #[tokio::test]

@@ -19,7 +19,7 @@ use std::process::Output;
 use std::time::Duration;
 
 use crate::support::org::Org;
-use crate::support::proxy::{Proxy, ProxyBuilder};
+use crate::support::proxy::{Proxy, ProxyBuilder, AUDIT_TIMEOUT};
 use crate::support::tls::ca_init;
 use crate::support::unique_temp_dir;
 use crate::support::ws_origin::WsOrigin;
@@ -74,6 +74,29 @@ impl Setup {
 
     fn url(&self, path: &str) -> String {
         format!("wss://secure.test:{}{path}", self.origin.port)
+    }
+
+    /// The records of one echo of 3,000 bytes up on `/echo`: `websocket.opened` as a
+    /// `GET` of its URL, then `websocket.closed` with more than that each way and the
+    /// same request id.
+    async fn assert_echo_records(&self) {
+        let opened = self
+            .proxy
+            .wait_audit(|r| r["event"] == "websocket.opened", AUDIT_TIMEOUT)
+            .await;
+        assert_eq!(opened["host"], "secure.test");
+        assert_eq!(opened["method"], "GET");
+        let url = format!("https://secure.test:{}/echo", self.origin.port);
+        assert_eq!(opened["url"], url);
+        let closed = self
+            .proxy
+            .wait_audit(|r| r["event"] == "websocket.closed", AUDIT_TIMEOUT)
+            .await;
+        let up = closed["bytes_up"].as_u64().unwrap();
+        let down = closed["bytes_down"].as_u64().unwrap();
+        let diagnostics = self.proxy.diagnostics();
+        assert!(up > 3000 && down > 3000, "{closed}\n{diagnostics}");
+        assert_eq!(closed["request_id"], opened["request_id"]);
     }
 }
 
