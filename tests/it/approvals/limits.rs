@@ -17,6 +17,22 @@ use crate::support::sessions::{allowlist, ADMIN_TOKEN};
 /// hold for 30 s.
 const AT_ONCE: Duration = Duration::from_secs(10);
 
+/// The proxy of [`setup`] with `--policy` allowing `allowed.test` only, and `extra`.
+async fn with_policy(extra: &[&str]) -> (Origin, crate::support::proxy::Proxy) {
+    let origin = Origin::start().await;
+    let org = super::org(origin.port());
+    let policy = json!({"type": "allowlist", "allowed_domains": ["allowed.test"]}).to_string();
+    let mut builder = ProxyBuilder::new(org.to_toml())
+        .pin("allowed.test")
+        .pin("other.test")
+        .admin(ADMIN_TOKEN)
+        .policy(policy);
+    for arg in extra {
+        builder = builder.arg(arg);
+    }
+    (origin, builder.start().await)
+}
+
 /// `GET url` through the proxy: a 403 that came at once, not after a hold.
 async fn refused_at_once(
     proxy: &crate::support::proxy::Proxy,
@@ -87,16 +103,7 @@ async fn a_request_that_narrowed_itself_and_a_session_that_does_not_ask_are_refu
 
 #[tokio::test]
 async fn what_the_proxys_policy_refuses_a_session_is_never_held() {
-    let origin = Origin::start().await;
-    let org = super::org(origin.port());
-    let policy = json!({"type": "allowlist", "allowed_domains": ["allowed.test"]}).to_string();
-    let proxy = ProxyBuilder::new(org.to_toml())
-        .pin("allowed.test")
-        .pin("other.test")
-        .admin(ADMIN_TOKEN)
-        .policy(policy)
-        .start()
-        .await;
+    let (origin, proxy) = with_policy(&[]).await;
     let s = asking_session(&proxy, 30).await;
     let auth = s.proxy_auth();
     let url = format!("http://other.test:{}/", origin.port());
@@ -148,18 +155,7 @@ async fn pending_approvals_are_bounded_per_session() {
 
 #[tokio::test]
 async fn without_a_session_approval_ask_holds_and_allow_session_has_nothing_to_widen() {
-    let origin = Origin::start().await;
-    let org = super::org(origin.port());
-    let policy = json!({"type": "allowlist", "allowed_domains": ["allowed.test"]}).to_string();
-    let proxy = ProxyBuilder::new(org.to_toml())
-        .pin("allowed.test")
-        .pin("other.test")
-        .admin(ADMIN_TOKEN)
-        .policy(policy)
-        .arg("--approval")
-        .arg("ask")
-        .start()
-        .await;
+    let (origin, proxy) = with_policy(&["--approval", "ask"]).await;
     let url = format!("http://other.test:{}/", origin.port());
     let held = get_in_background(&proxy, &url, None);
     let listed = wait_pending(&proxy, 1, 1).await;

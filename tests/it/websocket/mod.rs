@@ -79,6 +79,28 @@ impl Setup {
     /// The records of one echo of 3,000 bytes up on `/echo`: `websocket.opened` as a
     /// `GET` of its URL, then `websocket.closed` with more than that each way and the
     /// same request id.
+    /// What a WebSocket on `/echo` cut by a `budget` of at least 8,000 bytes leaves: the
+    /// origin got less than the budget (and not far less), and the record is the
+    /// budget's `egress.denied` with no more than it up.
+    async fn assert_cut_at(&self, budget: u64) {
+        let closed = self.origin.closed(1, Duration::from_secs(5));
+        assert_eq!(closed.len(), 1, "{closed:?}");
+        let (path, got) = &closed[0];
+        assert_eq!(path, "/echo");
+        let got = *got as u64;
+        assert!(
+            got < budget,
+            "the origin got {got} payload bytes of a {budget} budget"
+        );
+        assert!(got >= 8000, "the budget ended it too early: {got}");
+        let cut = self
+            .proxy
+            .wait_audit(|r| r["reason"] == "upload_budget_exceeded", AUDIT_TIMEOUT)
+            .await;
+        assert_eq!(cut["event"], "egress.denied");
+        assert!(cut["bytes_up"].as_u64().unwrap() <= budget, "{cut}");
+    }
+
     async fn assert_echo_records(&self) {
         let opened = self
             .proxy

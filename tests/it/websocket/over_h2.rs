@@ -271,21 +271,7 @@ async fn the_upload_budget_closes_an_h2_websocket_and_the_origin_gets_no_more_th
         "the budget did not end it: {}",
         said(&out)
     );
-    let closed = s.origin.closed(1, Duration::from_secs(5));
-    assert_eq!(closed.len(), 1, "{closed:?}");
-    let (path, got) = &closed[0];
-    assert_eq!(path, "/echo");
-    assert!(
-        (*got as u64) < BUDGET,
-        "the origin got {got} payload bytes of a {BUDGET} budget"
-    );
-    assert!(*got >= 8000, "the budget ended it too early: {got}");
-    let cut = s
-        .proxy
-        .wait_audit(|r| r["reason"] == "upload_budget_exceeded", AUDIT_TIMEOUT)
-        .await;
-    assert_eq!(cut["event"], "egress.denied");
-    assert!(cut["bytes_up"].as_u64().unwrap() <= BUDGET, "{cut}");
+    s.assert_cut_at(BUDGET).await;
 }
 
 #[tokio::test]
