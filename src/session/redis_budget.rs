@@ -123,17 +123,16 @@ pub(super) fn uploaded_key(id: &str) -> String {
     format!("{}uploaded", base(id))
 }
 
-/// One holding's key: the session, and the budget it was drawn under (`None`: counted
-/// only, never drawn).
-type HoldKey = (String, Option<u64>);
-
-/// This replica's holdings, by session id and budget.
+/// This replica's holdings, by session id, then budget (a session has one, or a few
+/// while a narrower budget is in force for some of its requests).
 #[derive(Default)]
 pub struct Holdings {
-    by_id: std::sync::Mutex<HashMap<HoldKey, Slot>>,
+    by_id: std::sync::Mutex<HashMap<String, Vec<Slot>>>,
 }
 
 struct Slot {
+    /// The budget it is drawn under; `None`: counted only, never drawn.
+    budget: Option<u64>,
     held: Arc<Held>,
     /// Spent through this replica and added to the fleet's `uploaded` key.
     reported: u64,
@@ -141,35 +140,41 @@ struct Slot {
 }
 
 impl Holdings {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<HoldKey, Slot>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Slot>>> {
         self.by_id.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn slot(&self, id: &str, budget: Option<u64>, held: Option<&Arc<Held>>) -> Arc<Held> {
         let mut by_id = self.lock();
-        let key = (id.to_string(), budget);
-        if let Some(slot) = by_id.get(&key) {
+        // The request path: found, without making a key.
+        if let Some(slot) = by_id
+            .get(id)
+            .and_then(|v| v.iter().find(|s| s.budget == budget))
+        {
             return slot.held.clone();
         }
-        let slot = by_id.entry(key).or_insert_with(|| Slot {
-            held: held.cloned().unwrap_or_else(|| {
-                let held = Arc::new(Held::default());
-                held.used_ms.store(now_ms(), Ordering::Relaxed);
-                held
-            }),
+        let held = held.cloned().unwrap_or_else(|| {
+            let held = Arc::new(Held::default());
+            held.used_ms.store(now_ms(), Ordering::Relaxed);
+            held
+        });
+        by_id.entry(id.to_string()).or_default().push(Slot {
+            budget,
+            held: held.clone(),
             reported: 0,
             refreshed_ms: now_ms(),
         });
-        slot.held.clone()
+        held
     }
 
     /// Bytes spent here and not yet reported to the fleet, for session `id`.
     pub(super) fn unreported(&self, id: &str) -> u64 {
-        self.lock()
-            .iter()
-            .filter(|((of, _), _)| of == id)
-            .map(|(_, s)| s.held.spent().saturating_sub(s.reported))
-            .sum()
+        self.lock().get(id).map_or(0, |slots| {
+            slots
+                .iter()
+                .map(|s| s.held.spent().saturating_sub(s.reported))
+                .sum()
+        })
     }
 }
 
@@ -224,7 +229,11 @@ impl RedisStore {
             .collect();
         {
             let mut by_id = self.holdings.lock();
-            for ((id, budget), slot) in by_id.iter_mut() {
+            for (id, slot) in by_id
+                .iter_mut()
+                .flat_map(|(id, v)| v.iter_mut().map(move |s| (id, s)))
+            {
+                let budget = &slot.budget;
                 let used = slot.held.used_ms.load(Ordering::Relaxed);
                 let spent = slot.held.spent();
                 let open = tunnels.get(id).copied().unwrap_or(0) > 0;
@@ -245,8 +254,13 @@ impl RedisStore {
                     slot.reported = spent;
                 }
             }
-            for (key, _, _) in &idle {
-                by_id.remove(key);
+            for ((id, budget), _, _) in &idle {
+                if let Some(slots) = by_id.get_mut(id) {
+                    slots.retain(|s| s.budget != *budget);
+                    if slots.is_empty() {
+                        by_id.remove(id);
+                    }
+                }
             }
         }
         if !refresh.is_empty() {

@@ -277,11 +277,19 @@ async fn concurrent_requests_for_one_destination_wait_on_one_approval() {
         assert_eq!(answer(h).await.status, 200);
     }
     assert_eq!(origin.hits(), 3);
-    let allowed = proxy
-        .audit_lines()
-        .iter()
-        .filter(|r| r["event"] == "approval.allowed")
-        .count();
+    // One record per held request (written as each goes on: wait for the writer).
+    let started = Instant::now();
+    let allowed = loop {
+        let lines = proxy.audit_lines();
+        let allowed = lines
+            .iter()
+            .filter(|r| r["event"] == "approval.allowed")
+            .count();
+        if allowed >= 3 || started.elapsed() > AUDIT_TIMEOUT {
+            break allowed;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
     assert_eq!(allowed, 3, "one record per held request");
 }
 
