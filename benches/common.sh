@@ -39,12 +39,13 @@ wait_port() { # port [seconds]
 # Start nginx (one worker, keep-alive kept) serving $TMP/www on 127.0.0.1:HTTP_PORT and,
 # when given, on HTTPS_PORT with $TMP/cert.pem and $TMP/key.pem; wait for both ports.
 # Knobs: NGINX_CONNECTIONS (4096), NGINX_KEEPALIVE (600s), NGINX_TLS_EXTRA (more
-# directives for the HTTPS server).
+# directives for the HTTPS server), NGINX_LISTEN_EXTRA (more parameters of its `listen`,
+# such as `http2` for nginx before 1.25.1).
 start_nginx() { # http_port [https_port]
     local http=$1 https=${2:-} conns=${NGINX_CONNECTIONS:-4096} tls=""
     if [ -n "$https" ]; then
         tls="server {
-        listen 127.0.0.1:$https ssl;
+        listen 127.0.0.1:$https ssl ${NGINX_LISTEN_EXTRA:-};
         ssl_certificate $TMP/cert.pem;
         ssl_certificate_key $TMP/key.pem;
         ${NGINX_TLS_EXTRA:-}
