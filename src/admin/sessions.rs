@@ -109,17 +109,21 @@ pub async fn list(admin: &Admin) -> Response<Body> {
         Err(e) => return unavailable(&e),
     };
     // Each with what it sent upstream, as `GET /v1/sessions/{id}` shows it (the console
-    // shows it against the budget): with a shared store, one question to it per session.
-    let mut all = Vec::with_capacity(views.len());
-    for view in views {
-        let uploaded = match admin.state.budgets.uploaded(&view.id).await {
-            Ok(n) => n,
-            Err(e) => return unavailable(&e),
-        };
-        let mut body = json!(view);
-        body["uploaded_bytes"] = json!(uploaded);
-        all.push(body);
-    }
+    // shows it against the budget): with a shared store, one round trip for all.
+    let ids: Vec<String> = views.iter().map(|v| v.id.clone()).collect();
+    let uploaded = match admin.state.budgets.uploaded_all(&ids).await {
+        Ok(all) => all,
+        Err(e) => return unavailable(&e),
+    };
+    let all: Vec<Value> = views
+        .into_iter()
+        .zip(uploaded)
+        .map(|(view, uploaded)| {
+            let mut body = json!(view);
+            body["uploaded_bytes"] = json!(uploaded);
+            body
+        })
+        .collect();
     json_response(StatusCode::OK, json!({ "sessions": all }))
 }
 

@@ -88,11 +88,21 @@ impl Budgets {
     /// What session `id` has sent upstream (`uploaded_bytes`): through this proxy, or
     /// with a shared store, through every replica.
     pub async fn uploaded(&self, id: &str) -> Result<u64, StoreError> {
+        let all = self.uploaded_all(&[id.to_string()]).await?;
+        Ok(all.first().copied().unwrap_or(0))
+    }
+
+    /// [`Budgets::uploaded`] of each session of `ids`, with a shared store in one round
+    /// trip (`GET /v1/sessions`).
+    pub async fn uploaded_all(&self, ids: &[String]) -> Result<Vec<u64>, StoreError> {
         if let Some(leases) = &self.leases {
-            return leases.uploaded(id).await;
+            return leases.uploaded(ids).await;
         }
         let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(sessions.by_id.get(id).map_or(0, |e| e.meter.spent()))
+        Ok(ids
+            .iter()
+            .map(|id| sessions.by_id.get(id).map_or(0, |e| e.meter.spent()))
+            .collect())
     }
 
     fn session_meter(&self, s: &Arc<Session>) -> Arc<Meter> {

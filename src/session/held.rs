@@ -108,9 +108,10 @@ pub trait Leases: Send + Sync {
         need: u64,
     ) -> BoxFuture<'a, Result<(), StoreError>>;
 
-    /// The bytes session `id` sent through every replica (`uploaded_bytes`); what
-    /// other replicas spent in the last few seconds may not be in it yet.
-    fn uploaded<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<u64, StoreError>>;
+    /// The bytes each session of `ids` sent through every replica (`uploaded_bytes`),
+    /// in one round trip; what other replicas spent in the last few seconds may not be
+    /// in it yet.
+    fn uploaded<'a>(&'a self, ids: &'a [String]) -> BoxFuture<'a, Result<Vec<u64>, StoreError>>;
 
     /// Count a new tunnel of session `id` on the fleet: false when the fleet already
     /// holds `max` of them (`--max-tunnels-per-session`).

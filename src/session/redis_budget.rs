@@ -367,10 +367,22 @@ impl Leases for RedisStore {
         Box::pin(RedisStore::fleet_tunnels(self, id))
     }
 
-    fn uploaded<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<u64, StoreError>> {
+    fn uploaded<'a>(&'a self, ids: &'a [String]) -> BoxFuture<'a, Result<Vec<u64>, StoreError>> {
         Box::pin(async move {
-            let fleet: Option<u64> = self.cmd(redis::cmd("GET").arg(uploaded_key(id))).await?;
-            Ok(fleet.unwrap_or(0) + self.holdings.unreported(id))
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            // One pipeline of GETs (not MGET: each session's keys have a slot of their own).
+            let mut pipe = redis::pipe();
+            for id in ids {
+                pipe.cmd("GET").arg(uploaded_key(id));
+            }
+            let fleet: Vec<Option<u64>> = self.pipe(&pipe).await?;
+            Ok(ids
+                .iter()
+                .zip(fleet)
+                .map(|(id, n)| n.unwrap_or(0) + self.holdings.unreported(id))
+                .collect())
         })
     }
 }

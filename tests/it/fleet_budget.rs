@@ -312,6 +312,16 @@ async fn uploaded_bytes_counts_every_replica() {
             );
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+        // The list says the same (all of its sessions' counts in one round trip).
+        let listed: Value = proxy.admin().call("GET", "/v1/sessions", None).await.json();
+        let mine = listed["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == session.id.as_str())
+            .cloned()
+            .expect("the session is listed");
+        assert_eq!(mine["uploaded_bytes"], want, "{listed}");
     }
 }
 

@@ -327,3 +327,16 @@ async fn a_held_tunnel_opens_once_allowed() {
         "the request inside the approved tunnel arrived"
     );
 }
+
+#[tokio::test]
+async fn a_client_that_gives_up_withdraws_its_approval() {
+    let (origin, proxy) = setup(&[]).await;
+    let s = asking_session(&proxy, 30).await;
+    let url = format!("http://other.test:{}/", origin.port());
+    let held = get_in_background(&proxy, &url, Some(&s));
+    wait_pending(&proxy, 1, 1).await;
+    held.abort();
+    let _ = held.await;
+    // The client's connection is gone: nobody waits, so nothing is left to approve.
+    wait_pending(&proxy, 0, 0).await;
+}
