@@ -79,8 +79,9 @@ async fn post_reload_applies_a_narrower_file_and_refuses_a_broken_one() {
     assert!(message.contains("*.com"), "{message}");
     // The running policy stays; the failure is in the proxy's log.
     assert_eq!(get_via_proxy(proxy.addr, &other, &[]).await.status, 200);
+    // Read from the proxy's standard error by a thread: wait for it (bounded).
     assert!(
-        proxy.stderr().contains("reload failed"),
+        proxy.stderr_shows("reload failed", AUDIT_TIMEOUT).await,
         "{}",
         proxy.stderr()
     );

@@ -116,8 +116,9 @@ async fn a_configmap_symlink_swap_reloads_the_policy() {
     // The new version drops other.test.
     map.update(&org(port, &[]));
     until(&proxy, &other, 403).await;
+    // Read from the proxy's standard error by a thread: wait for it (bounded).
     assert!(
-        proxy.stderr().contains("policy reloaded"),
+        proxy.stderr_shows("policy reloaded", SEEN_WITHIN).await,
         "{}",
         proxy.stderr()
     );
