@@ -30,9 +30,8 @@ mod redis_sync;
 mod redis_tunnels;
 pub mod store;
 
-use std::any::Any;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 
 use base64::Engine;
@@ -90,10 +89,6 @@ pub struct Session {
     /// Held while a shared store is asked whether the session still exists, so the
     /// requests that find the copy stale at once ask once, not each.
     verifying: tokio::sync::Mutex<()>,
-    /// The policies snapshot this session was last found covered by (see
-    /// [`Session::covered_under`]). A `Weak` keeps the allocation, so the address cannot
-    /// be reused by a later snapshot while it is held.
-    covered: Mutex<Option<Weak<dyn Any + Send + Sync>>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -113,10 +108,7 @@ impl Session {
         Session {
             id,
             token_hash,
-            policy: RwLock::new(Arc::new(SessionPolicy {
-                compiled: new.policy,
-                json: new.policy_json,
-            })),
+            policy: RwLock::new(Arc::new(SessionPolicy::new(new.policy, new.policy_json))),
             ask: new.ask,
             label: new.label,
             idle_timeout: new.idle_timeout,
@@ -128,7 +120,6 @@ impl Session {
             pushed_at: AtomicU64::new(now),
             store_expiry: AtomicU64::new(0),
             verifying: tokio::sync::Mutex::new(()),
-            covered: Mutex::new(None),
         }
     }
 
@@ -169,31 +160,6 @@ impl Session {
 
     fn token_matches(&self, token: &str) -> bool {
         constant_time_eq(&self.token_hash, &hash_token(token))
-    }
-
-    /// Whether the session's policy is covered by the policies `snapshot`, asking
-    /// `check` only once per snapshot that covers it. A fleet can run two policy
-    /// versions during a rollout, and a session made on a replica with a wider policy
-    /// must not be taken at its word on a narrower one (docs/scale-out.md).
-    pub fn covered_under<T, E>(
-        &self,
-        snapshot: &Arc<T>,
-        check: impl FnOnce() -> Result<(), E>,
-    ) -> Result<(), E>
-    where
-        T: Any + Send + Sync,
-    {
-        let mut slot = self.covered.lock().unwrap_or_else(|p| p.into_inner());
-        let same = slot
-            .as_ref()
-            .is_some_and(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(snapshot)));
-        if same {
-            return Ok(());
-        }
-        check()?;
-        let any: Arc<dyn Any + Send + Sync> = snapshot.clone();
-        *slot = Some(Arc::downgrade(&any));
-        Ok(())
     }
 }
 

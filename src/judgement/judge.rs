@@ -38,8 +38,8 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     let tag = |r: Refusal| r.in_session(&session);
     let header = request::header_policy(req.headers(), &target).map_err(tag)?;
     let own = session.as_ref().map(|s| s.policy());
-    if let Some(s) = &session {
-        covered(s, &own_policy(&own), &policies, &target).map_err(tag)?;
+    if let Some(own) = &own {
+        covered(own, &policies, &target).map_err(tag)?;
     }
     let headers = [header.as_deref()];
     let levels = levels(&policies, own_policy(&own), &headers, &target).map_err(tag)?;
@@ -342,16 +342,10 @@ async fn credentials<B>(
 /// replica running another policy version is refused here (`policy_widening`) until
 /// the two agree (docs/scale-out.md, "Two policy versions"). Checked once per session
 /// and policy snapshot.
-fn covered(
-    session: &Session,
-    own: &Option<&RequestPolicy>,
-    policies: &Arc<Policies>,
-    target: &Target,
-) -> Result<(), Refusal> {
-    let Some(own) = own else { return Ok(()) };
-    session.covered_under(policies, || {
+fn covered(own: &SessionPolicy, policies: &Arc<Policies>, target: &Target) -> Result<(), Refusal> {
+    own.covered_under(policies, || {
         let uppers: Vec<&RequestPolicy> = policies.serve_policy.iter().collect();
-        check_narrowing(&policies.org, &uppers, own).map_err(|w| {
+        check_narrowing(&policies.org, &uppers, &own.compiled).map_err(|w| {
             let what = "the session's policy widens this proxy's policy";
             Refusal::widening(target, &w, what)
         })

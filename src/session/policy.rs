@@ -3,7 +3,8 @@
 //! (docs/reference/approvals.md). The policy is swapped whole, so a request judges by
 //! the old one or the new one, never a mix.
 
-use std::sync::Arc;
+use std::any::Any;
+use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::Value;
 
@@ -16,13 +17,52 @@ pub const DEFAULT_ASK_SECS: u64 = 30;
 pub const MAX_ASK_SECS: u64 = 300;
 
 /// A session's `network_policy`: compiled, and as the client sent it (what `GET` shows).
+/// Its coverage by the policies in force is cached with it, so a policy swapped in is
+/// checked afresh by construction.
 #[derive(Debug)]
 pub struct SessionPolicy {
     pub compiled: RequestPolicy,
     pub json: Value,
+    /// The policies snapshot this policy was last found covered by (see
+    /// [`SessionPolicy::covered_under`]). A `Weak` keeps the allocation, so the address
+    /// cannot be reused by a later snapshot while it is held.
+    covered: Mutex<Option<Weak<dyn Any + Send + Sync>>>,
 }
 
 impl SessionPolicy {
+    pub fn new(compiled: RequestPolicy, json: Value) -> SessionPolicy {
+        SessionPolicy {
+            compiled,
+            json,
+            covered: Mutex::new(None),
+        }
+    }
+
+    /// Whether this policy is covered by the policies `snapshot`, asking
+    /// `check` only once per snapshot that covers it. A fleet can run two policy
+    /// versions during a rollout, and a session made on a replica with a wider policy
+    /// must not be taken at its word on a narrower one (docs/scale-out.md).
+    pub fn covered_under<T, E>(
+        &self,
+        snapshot: &Arc<T>,
+        check: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        T: Any + Send + Sync,
+    {
+        let mut slot = self.covered.lock().unwrap_or_else(|p| p.into_inner());
+        let same = slot
+            .as_ref()
+            .is_some_and(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(snapshot)));
+        if same {
+            return Ok(());
+        }
+        check()?;
+        let any: Arc<dyn Any + Send + Sync> = snapshot.clone();
+        *slot = Some(Arc::downgrade(&any));
+        Ok(())
+    }
+
     /// This policy with `entry` (a destination pattern such as `api.example.com:443`)
     /// added to its `allowed_domains`; `None` when it has no list to add to (a
     /// `disabled` policy) or the result does not compile.
@@ -33,7 +73,7 @@ impl SessionPolicy {
             list.push(Value::String(entry.to_string()));
         }
         let compiled = RequestPolicy::from_value(&json, "network_policy").ok()?;
-        Some(SessionPolicy { compiled, json })
+        Some(SessionPolicy::new(compiled, json))
     }
 }
 
@@ -46,10 +86,9 @@ impl Session {
             .clone()
     }
 
-    /// Put `new` in force for every request judged from now on. Its coverage by the
-    /// policies in force is checked again at the next request.
+    /// Put `new` in force for every request judged from now on (its coverage is its
+    /// own, so it is checked at the next request).
     pub fn set_policy(&self, new: SessionPolicy) {
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
-        *self.covered.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 }

@@ -140,7 +140,7 @@ pub(super) fn refresh_policy(s: &Session, text: &str) {
         return;
     }
     match RequestPolicy::from_value(&json, "network_policy") {
-        Ok(compiled) => s.set_policy(SessionPolicy { compiled, json }),
+        Ok(compiled) => s.set_policy(SessionPolicy::new(compiled, json)),
         Err(e) => {
             tracing::error!(session = %s.id, error = %e, "the session store holds a policy this proxy cannot compile; the copy here stays in force");
         }
