@@ -15,7 +15,7 @@ async fn an_allowed_websocket_is_relayed_and_audited_when_it_opens_and_closes() 
     let out = client(&s, "/echo", 3, 1000).await;
     assert!(said(&out).starts_with("echoed 3"), "{}", said(&out));
     assert_eq!(
-        s.origin.closed(1, Duration::from_secs(5)),
+        s.origin.closed(1, Duration::from_secs(15)),
         [("/echo".to_string(), 3000)]
     );
     s.assert_echo_records().await;
@@ -39,7 +39,7 @@ async fn a_websocket_to_a_refused_path_is_403_and_never_reaches_the_origin() {
     // The echo path in the same setup reaches it: the probe works.
     let out = client(&s, "/echo", 1, 10).await;
     assert!(said(&out).starts_with("echoed 1"), "{}", said(&out));
-    let closed = s.origin.closed(1, Duration::from_secs(5));
+    let closed = s.origin.closed(1, Duration::from_secs(15));
     assert_eq!(
         closed,
         [("/echo".to_string(), 10)],

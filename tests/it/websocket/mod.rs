@@ -83,7 +83,7 @@ impl Setup {
     /// origin got less than the budget (and not far less), and the record is the
     /// budget's `egress.denied` with no more than it up.
     async fn assert_cut_at(&self, budget: u64) {
-        let closed = self.origin.closed(1, Duration::from_secs(5));
+        let closed = self.origin.closed(1, Duration::from_secs(15));
         assert_eq!(closed.len(), 1, "{closed:?}");
         let (path, got) = &closed[0];
         assert_eq!(path, "/echo");

@@ -209,7 +209,7 @@ async fn an_h2_websocket_is_advertised_relayed_and_audited_when_it_opens_and_clo
         said(&out)
     );
     assert_eq!(
-        s.origin.closed(1, Duration::from_secs(5)),
+        s.origin.closed(1, Duration::from_secs(15)),
         [("/echo".to_string(), 3000)]
     );
     assert_eq!(s.origin.requests(), ["/echo"]);
@@ -247,7 +247,7 @@ async fn an_h2_websocket_to_a_refused_path_is_403_on_its_stream_and_the_connecti
         format!("https://secure.test:{}/admin", s.origin.port)
     );
     assert_eq!(
-        s.origin.closed(1, Duration::from_secs(5)),
+        s.origin.closed(1, Duration::from_secs(15)),
         [("/echo".to_string(), 10)]
     );
     assert_eq!(

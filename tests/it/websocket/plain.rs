@@ -67,7 +67,7 @@ async fn a_plain_http_websocket_is_forwarded_with_its_upgrade_and_relayed() {
     assert_eq!(close[0], 0x88, "{close:?}");
     drop(stream);
     assert_eq!(
-        origin.closed(1, Duration::from_secs(5)),
+        origin.closed(1, Duration::from_secs(15)),
         [("/chat".to_string(), 5)]
     );
     let closed = proxy
