@@ -40,6 +40,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub writable: Vec<PathBuf>,
 
+    /// Let CMD connect to this Unix socket outside the jail, or to the sockets in this
+    /// directory (repeatable). Every other socket a process outside the jail listens on
+    /// is refused (EACCES), wherever it appears in CMD's view.
+    #[arg(long, value_name = "PATH")]
+    pub allow_unix: Vec<PathBuf>,
+
     /// The command and its arguments, after `--`.
     #[arg(required = true, last = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -96,6 +102,11 @@ pub struct JailInitArgs {
     /// A place CMD may write (absolute, canonical); `/` for everywhere.
     #[arg(long, value_name = "PATH")]
     pub writable: Vec<PathBuf>,
+
+    /// Descriptor 3 is `run`'s connect supervisor: CMD starts with the connect filter
+    /// and sends its listener there.
+    #[arg(long)]
+    pub supervised: bool,
 
     /// CMD and its arguments.
     #[arg(required = true, last = true)]

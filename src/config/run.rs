@@ -51,6 +51,8 @@ pub struct RunConfig {
     pub env_only: bool,
     /// `--writable`, as given; `run` makes them canonical.
     pub writable: Vec<PathBuf>,
+    /// `--allow-unix`, as given; `run` checks each.
+    pub allow_unix: Vec<PathBuf>,
     /// CMD and its arguments.
     pub command: Vec<OsString>,
 }
@@ -66,6 +68,7 @@ impl RunConfig {
             tls,
             parent,
             writable,
+            allow_unix,
             command,
         } = args;
         let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
@@ -81,6 +84,7 @@ impl RunConfig {
             user,
             env_only,
             writable,
+            allow_unix,
             command,
         })
     }
@@ -121,6 +125,9 @@ pub struct InitConfig {
     pub hide: Vec<PathBuf>,
     /// The places CMD may write (absolute, canonical); `/` for everywhere.
     pub writable: Vec<PathBuf>,
+    /// Descriptor 3 is `run`'s connect supervisor (docs/reference/confinement.md, "Unix
+    /// sockets").
+    pub supervised: bool,
     /// CMD and its arguments.
     pub command: Vec<OsString>,
 }
@@ -133,6 +140,7 @@ impl From<JailInitArgs> for InitConfig {
             env_only: args.env_only,
             hide: args.hide,
             writable: args.writable,
+            supervised: args.supervised,
             command: args.command,
         }
     }

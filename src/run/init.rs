@@ -21,7 +21,10 @@ use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{setgroups, setresgid, setresuid, setsid, Gid, Pid, Uid};
 
+use std::os::fd::RawFd;
+
 use super::jail::PROXY_PORT;
+use super::unix::filter::Program;
 use super::{mounts, session, signals};
 use crate::config::InitConfig;
 
@@ -57,11 +60,25 @@ pub fn main(args: InitConfig) -> u8 {
     if !listening(PROXY_PORT) {
         return fail("the proxy is gone".to_string());
     }
-    let cmd = match spawn(&args.command) {
+    let connect_filter = match connect_filter(&args) {
+        Ok(filter) => filter,
+        Err(e) => return fail(e),
+    };
+    let cmd = match spawn(&args.command, connect_filter) {
         Ok(pid) => pid,
         Err(code) => return code,
     };
     supervise(cmd, &signals)
+}
+
+/// With `--supervised`: the compiled connect filter CMD starts with, and descriptor 3,
+/// `run`'s supervisor's socket (CMD's exec closes it: [`session::own_session`] marks
+/// every descriptor above 2 close-on-exec).
+fn connect_filter(args: &InitConfig) -> Result<Option<(RawFd, Program)>> {
+    if !args.supervised {
+        return Ok(None);
+    }
+    Ok(Some((3, Program::compile()?)))
 }
 
 fn fail(message: String) -> u8 {
@@ -121,14 +138,23 @@ fn switch_user(args: &InitConfig) -> Result<()> {
 /// Start CMD with this process's environment, in a session of its own, with 0, 1 and 2
 /// only ([`session::own_session`]). Not started: 127 when it is not found, 126 when it
 /// cannot be executed.
-fn spawn(command: &[OsString]) -> std::result::Result<Pid, u8> {
+fn spawn(
+    command: &[OsString],
+    connect_filter: Option<(RawFd, Program)>,
+) -> std::result::Result<Pid, u8> {
     let Some((program, args)) = command.split_first() else {
         return Err(fail("no command".to_string()));
     };
     let mut cmd = std::process::Command::new(program);
     cmd.args(args);
-    session::own_session(&mut cmd);
-    match cmd.spawn() {
+    let supervisor = connect_filter.as_ref().map(|(fd, _)| *fd);
+    session::own_session(&mut cmd, connect_filter);
+    let spawned = cmd.spawn();
+    if let Some(fd) = supervisor {
+        // CMD sent the listener (or never started): init needs the socket no more.
+        let _ = nix::unistd::close(fd);
+    }
+    match spawned {
         // The child is reaped by `supervise`'s waitpid, not through `Child`.
         Ok(child) => Ok(Pid::from_raw(child.id() as i32)),
         Err(e) => {

@@ -13,6 +13,7 @@
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, UdpSocket};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -51,6 +52,8 @@ pub enum JailError {
     Rules(rules::ApplyError),
     #[error("cannot listen on {addr} in the jail: {source}")]
     Bind { addr: SocketAddr, source: io::Error },
+    #[error("cannot watch the jail's Unix sockets: {0}")]
+    Diag(io::Error),
     #[error("cannot start the jail's first process: {0}")]
     Spawn(io::Error),
     #[error("the jail's thread ended early")]
@@ -70,6 +73,8 @@ pub struct JailSockets {
     pub dns_udp: UdpSocket,
     /// Every DNS query over TCP, [`rules::DNS_PORT`].
     pub dns_tcp: TcpListener,
+    /// The jail's `sock_diag` socket, for the connect supervisor (taken by `run`).
+    pub unix_diag: Option<super::unix::Diag>,
 }
 
 /// What the jail's first process is started with.
@@ -80,6 +85,8 @@ pub struct Init {
     pub env: Vec<(OsString, OsString)>,
     /// Init's (and CMD's) 0, 1 and 2.
     pub stdio: super::pty::ChildStdio,
+    /// The jail's end of the connect supervisor's socket: init's descriptor 3.
+    pub supervisor: Option<OwnedFd>,
 }
 
 /// The jail's first process, started.
@@ -158,12 +165,14 @@ fn make(ports: Ports) -> Result<JailSockets, JailError> {
         transparent: tcp(ports.transparent)?,
         dns_udp: UdpSocket::bind(dns).map_err(|source| JailError::Bind { addr: dns, source })?,
         dns_tcp: tcp(ports.dns)?,
+        unix_diag: Some(super::unix::Diag::open().map_err(JailError::Diag)?),
     })
 }
 
 /// On the jail's thread: start init in a PID namespace of its own (when it exits, every
 /// process left in the jail is killed), report it, then wait for it.
 fn start_and_wait(init: Init, started: &mpsc::Sender<Result<Started, JailError>>) {
+    let supervisor = init.supervisor;
     let spawned = unshare(CloneFlags::CLONE_NEWPID)
         .map_err(|source| JailError::Namespace {
             what: "PID",
@@ -178,8 +187,13 @@ fn start_and_wait(init: Init, started: &mpsc::Sender<Result<Started, JailError>>
                 .env_clear()
                 .envs(init.env);
             init.stdio.apply(&mut command);
+            if let Some(fd) = &supervisor {
+                as_descriptor_3(&mut command, fd.as_raw_fd());
+            }
             command.spawn().map_err(JailError::Spawn)
         });
+    // Init holds its own copy now.
+    drop(supervisor);
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => return drop(started.send(Err(e))),
@@ -190,6 +204,29 @@ fn start_and_wait(init: Init, started: &mpsc::Sender<Result<Started, JailError>>
         let _ = child.kill();
     }
     let _ = exit_tx.send(child.wait());
+}
+
+/// `fd` as the child's descriptor 3 (without close-on-exec), where `__jail-init
+/// --supervised` expects the connect supervisor's socket.
+#[allow(unsafe_code)]
+fn as_descriptor_3(command: &mut Command, fd: RawFd) {
+    use std::os::unix::process::CommandExt;
+    let setup = move || -> io::Result<()> {
+        // SAFETY: dup2 and fcntl take plain integers; both are async-signal-safe.
+        let rc = unsafe {
+            if fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, 3)
+            }
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    // SAFETY: `setup` makes only async-signal-safe calls and allocates nothing.
+    unsafe { command.pre_exec(setup) };
 }
 
 /// Without root (`run` given CAP_SYS_ADMIN and CAP_NET_ADMIN by file capabilities),

@@ -18,6 +18,7 @@ use super::pty::{self, ChildStdio};
 use super::rules::Ports;
 use super::signals::Signals;
 use super::trust;
+use super::unix::{AllowUnix, Diag, Supervisor};
 use crate::config::{CaSource, RunConfig, ServeConfig};
 use crate::policy::OrgPolicy;
 use crate::serve::{self, Listeners, StartError};
@@ -50,6 +51,8 @@ enum RunError {
     Wait(io::Error),
     #[error("the proxy stopped while the command ran")]
     ProxyStopped,
+    #[error("cannot supervise the command's connections: {0}")]
+    Supervisor(io::Error),
     #[error("cannot start the command's first process: {0}")]
     Spawn(io::Error),
     #[error("the interception CA: {0}")]
@@ -79,7 +82,11 @@ fn run(args: RunConfig) -> Result<u8, RunError> {
     let policies = crate::load::load(&config.org, config.policy.as_deref())?;
     let run_ca =
         trust::run_ca(args.ca.as_deref(), &policies.inspected_entries()).map_err(RunError::Ca)?;
-    let (view_args, writable) = view(&args, &policies.org)?;
+    let (mut view_args, writable) = view(&args, &policies.org)?;
+    let allow_unix = AllowUnix::new(&args.allow_unix).map_err(RunError::Flags)?;
+    if !args.env_only {
+        view_args.push("--supervised".into());
+    }
     drop(policies);
     let sudo = if geteuid().is_root() {
         (
@@ -134,6 +141,13 @@ fn run(args: RunConfig) -> Result<u8, RunError> {
     if !missing.is_empty() {
         return Err(RunError::Privileges(missing.join(", ")));
     }
+    for path in &args.allow_unix {
+        eprintln!(
+            "egress-proxy: run: warning: --allow-unix {}: CMD may connect to the Unix \
+             sockets there, outside the jail",
+            path.display()
+        );
+    }
     if writable.everything() {
         eprintln!(
             "egress-proxy: run: warning: --writable /: CMD may write anywhere its user may; \
@@ -146,7 +160,8 @@ fn run(args: RunConfig) -> Result<u8, RunError> {
              /tmp, /var/tmp, /dev/shm and each --writable PATH"
         );
     }
-    let (jail, sockets) = Jail::create(Ports::default())?;
+    let (jail, mut sockets) = Jail::create(Ports::default())?;
+    let supervisor = supervise_connects(sockets.unix_diag.take(), allow_unix)?;
     runtime.block_on(async move {
         let listeners = hand_over(sockets).map_err(RunError::Listen)?;
         let start = move || {
@@ -154,6 +169,7 @@ fn run(args: RunConfig) -> Result<u8, RunError> {
                 args: init_args,
                 env: cmd_env,
                 stdio,
+                supervisor: Some(supervisor),
             })?;
             Ok(Running {
                 pid: started.pid,
@@ -162,6 +178,24 @@ fn run(args: RunConfig) -> Result<u8, RunError> {
         };
         serve_then(config, Some(listeners), start, signals).await
     })
+}
+
+/// Start `run`'s connect supervisor (docs/reference/confinement.md, "Unix sockets"): the
+/// jail's end of its socket, for init's descriptor 3.
+fn supervise_connects(
+    diag: Option<Diag>,
+    allow: AllowUnix,
+) -> Result<std::os::fd::OwnedFd, RunError> {
+    let diag = diag.ok_or_else(|| RunError::Supervisor(io::Error::other("no sock_diag socket")))?;
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(RunError::Supervisor)?;
+    Supervisor {
+        from_jail: ours.into(),
+        diag,
+        allow,
+    }
+    .start()
+    .map_err(RunError::Supervisor)?;
+    Ok(theirs.into())
 }
 
 /// `__jail-init`'s arguments for CMD's view of the filesystem (docs/reference/
@@ -216,6 +250,7 @@ fn hand_over(sockets: JailSockets) -> io::Result<Listeners> {
         transparent,
         dns_udp,
         dns_tcp,
+        unix_diag: _,
     } = sockets;
     proxy.set_nonblocking(true)?;
     socks.set_nonblocking(true)?;

@@ -36,6 +36,8 @@ mod session;
 #[cfg(target_os = "linux")]
 mod signals;
 mod trust;
+#[cfg(target_os = "linux")]
+mod unix;
 
 use crate::config::{InitConfig, RulesConfig, RunConfig};
 

@@ -9,7 +9,11 @@ use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
+use std::os::fd::RawFd;
+
 use nix::unistd::isatty;
+
+use super::unix::filter::Program;
 
 /// `close_range(2)`'s flag: mark the range close-on-exec rather than close it.
 const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
@@ -19,7 +23,11 @@ const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 /// controlling terminal when it is one (the pseudo-terminal [`super::pty::start`] made: init's 0 is
 /// a terminal only then), and every descriptor above 2 closed on exec, whoever opened
 /// it and however.
-pub fn own_session(command: &mut Command) {
+///
+/// With `connect_filter`, CMD starts under the connect filter, whose listener goes to
+/// `run` over the given socket (docs/reference/confinement.md, "Unix sockets"); a
+/// failure there stops CMD from starting.
+pub fn own_session(command: &mut Command, connect_filter: Option<(RawFd, Program)>) {
     let terminal = isatty(io::stdin().as_fd()).unwrap_or(false);
     let setup = move || -> io::Result<()> {
         // SAFETY: between fork and exec only async-signal-safe calls are made:
@@ -41,6 +49,9 @@ pub fn own_session(command: &mut Command) {
                 return Err(io::Error::last_os_error());
             }
             close_on_exec_from_3();
+            if let Some((to, program)) = &connect_filter {
+                program.install_and_send(*to)?;
+            }
         }
         Ok(())
     };
