@@ -22,6 +22,7 @@ mod terminal;
 mod tls_origin;
 mod tools;
 mod transparent;
+mod unix;
 
 use std::ffi::OsString;
 use std::io::Read;
