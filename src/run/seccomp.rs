@@ -89,18 +89,17 @@ mod sys {
         SYS_fsopen as fsopen, SYS_fspick as fspick, SYS_init_module as init_module,
         SYS_io_uring_enter as io_uring_enter, SYS_io_uring_register as io_uring_register,
         SYS_io_uring_setup as io_uring_setup, SYS_ioctl as ioctl,
-        SYS_kexec_file_load as kexec_file_load, SYS_kexec_load as kexec_load,
-        SYS_keyctl as keyctl, SYS_kill as kill, SYS_mount as mount,
-        SYS_mount_setattr as mount_setattr, SYS_move_mount as move_mount,
-        SYS_name_to_handle_at as name_to_handle_at, SYS_open_by_handle_at as open_by_handle_at,
-        SYS_open_tree as open_tree, SYS_perf_event_open as perf_event_open,
-        SYS_pidfd_open as pidfd_open, SYS_pivot_root as pivot_root,
-        SYS_process_vm_readv as process_vm_readv, SYS_process_vm_writev as process_vm_writev,
-        SYS_ptrace as ptrace, SYS_request_key as request_key,
-        SYS_rt_sigqueueinfo as rt_sigqueueinfo, SYS_rt_tgsigqueueinfo as rt_tgsigqueueinfo,
-        SYS_setns as setns, SYS_socket as socket, SYS_socketpair as socketpair,
-        SYS_tgkill as tgkill, SYS_tkill as tkill, SYS_umount2 as umount2,
-        SYS_unshare as unshare, SYS_userfaultfd as userfaultfd,
+        SYS_kexec_file_load as kexec_file_load, SYS_kexec_load as kexec_load, SYS_keyctl as keyctl,
+        SYS_kill as kill, SYS_mount as mount, SYS_mount_setattr as mount_setattr,
+        SYS_move_mount as move_mount, SYS_name_to_handle_at as name_to_handle_at,
+        SYS_open_by_handle_at as open_by_handle_at, SYS_open_tree as open_tree,
+        SYS_perf_event_open as perf_event_open, SYS_pidfd_open as pidfd_open,
+        SYS_pivot_root as pivot_root, SYS_process_vm_readv as process_vm_readv,
+        SYS_process_vm_writev as process_vm_writev, SYS_ptrace as ptrace,
+        SYS_request_key as request_key, SYS_rt_sigqueueinfo as rt_sigqueueinfo,
+        SYS_rt_tgsigqueueinfo as rt_tgsigqueueinfo, SYS_setns as setns, SYS_socket as socket,
+        SYS_socketpair as socketpair, SYS_tgkill as tgkill, SYS_tkill as tkill,
+        SYS_umount2 as umount2, SYS_unshare as unshare, SYS_userfaultfd as userfaultfd,
     };
 }
 
@@ -117,6 +116,8 @@ const NAMESPACE_FLAGS: &[u64] = &[
 ];
 
 /// The terminal requests that make input or act on the console.
+// (libc's type for ioctl requests differs between C libraries.)
+#[allow(clippy::unnecessary_cast)]
 const TERMINAL_INPUT: &[u64] = &[libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
 
 /// The address families a socket may have in the jail.
@@ -177,9 +178,23 @@ pub const TABLE: &[Entry] = &[
     entry!(add_key, When::Always, Eperm),
     entry!(keyctl, When::Always, Eperm),
     entry!(request_key, When::Always, Eperm),
-    entry!(clone, When::AnyBit { arg: 0, bits: NAMESPACE_FLAGS }, Eperm),
+    entry!(
+        clone,
+        When::AnyBit {
+            arg: 0,
+            bits: NAMESPACE_FLAGS
+        },
+        Eperm
+    ),
     entry!(clone3, When::Always, Enosys),
-    entry!(ioctl, When::OneOf { arg: 1, values: TERMINAL_INPUT }, Eperm),
+    entry!(
+        ioctl,
+        When::OneOf {
+            arg: 1,
+            values: TERMINAL_INPUT
+        },
+        Eperm
+    ),
     entry!(ptrace, When::Init { args: &[1] }, Eperm),
     entry!(kill, When::Init { args: &[0] }, Eperm),
     entry!(tkill, When::Init { args: &[0] }, Eperm),
@@ -237,7 +252,11 @@ pub fn programs(log_only: bool) -> Result<Vec<BpfProgram>, String> {
         };
         let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, arch)
             .map_err(|e| format!("system call filter: {e}"))?;
-        programs.push(filter.try_into().map_err(|e| format!("system call filter: {e}"))?);
+        programs.push(
+            filter
+                .try_into()
+                .map_err(|e| format!("system call filter: {e}"))?,
+        );
     }
     Ok(programs)
 }
@@ -306,7 +325,10 @@ mod tests {
 
     #[test]
     fn every_entry_compiles_for_both_answers() {
-        assert_eq!(programs(false).unwrap().len(), programs(true).unwrap().len());
+        assert_eq!(
+            programs(false).unwrap().len(),
+            programs(true).unwrap().len()
+        );
     }
 
     #[test]
