@@ -73,9 +73,10 @@
 //!   points of the fuzz targets in `fuzz/`, and the replay of their corpus.
 
 // No unsafe code, except in `proxy::splice` (splice(2), its pipe and a socket option),
-// `run::mount_attr` (mount_setattr(2)), and `run::pty` and `run::session` (terminal
-// ioctls, the steps between fork and exec): those modules allow it, and say in a
-// `SAFETY:` comment on each block why it is sound.
+// `run::mount_attr` (mount_setattr(2)), `run::pty` and `run::session` (terminal
+// ioctls, the steps between fork and exec), and `run::launch`'s close_range(2) of the
+// caller's descriptors: those allow it, and say in a `SAFETY:` comment on each block
+// why it is sound.
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 

@@ -28,6 +28,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub env_only: bool,
 
+    /// Diagnosis: the jail's system call filter logs (to the kernel's log) the calls it
+    /// would refuse, and lets them run. Everything else of the jail stays.
+    #[arg(long, conflicts_with = "env_only")]
+    pub seccomp_log: bool,
+
     #[command(flatten)]
     pub tls: TlsFlags,
 
@@ -94,6 +99,10 @@ pub struct JailInitArgs {
     /// `run --env-only`: switch to CMD's user and supervise it, nothing else.
     #[arg(long)]
     pub env_only: bool,
+
+    /// `run --seccomp-log`: the system call filter logs rather than refuses.
+    #[arg(long)]
+    pub seccomp_log: bool,
 
     /// A file or directory of the proxy's own to cover in CMD's view (absolute).
     #[arg(long, value_name = "PATH")]

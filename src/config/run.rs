@@ -49,6 +49,8 @@ pub struct RunConfig {
     /// `--user`, looked up by `run` (names need the user database).
     pub user: Option<String>,
     pub env_only: bool,
+    /// `--seccomp-log`: the system call filter logs rather than refuses.
+    pub seccomp_log: bool,
     /// `--writable`, as given; `run` makes them canonical.
     pub writable: Vec<PathBuf>,
     /// `--allow-unix`, as given; `run` checks each.
@@ -65,6 +67,7 @@ impl RunConfig {
             dns,
             user,
             env_only,
+            seccomp_log,
             tls,
             parent,
             writable,
@@ -83,6 +86,7 @@ impl RunConfig {
             ca: tls.ca,
             user,
             env_only,
+            seccomp_log,
             writable,
             allow_unix,
             command,
@@ -121,6 +125,8 @@ pub struct InitConfig {
     pub gid: u32,
     /// `run --env-only`: switch to CMD's user and supervise it, nothing else.
     pub env_only: bool,
+    /// `run --seccomp-log`: the system call filter logs rather than refuses.
+    pub seccomp_log: bool,
     /// The proxy's own files and directories to cover in CMD's view (absolute).
     pub hide: Vec<PathBuf>,
     /// The places CMD may write (absolute, canonical); `/` for everywhere.
@@ -138,6 +144,7 @@ impl From<JailInitArgs> for InitConfig {
             uid: args.uid,
             gid: args.gid,
             env_only: args.env_only,
+            seccomp_log: args.seccomp_log,
             hide: args.hide,
             writable: args.writable,
             supervised: args.supervised,

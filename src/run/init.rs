@@ -6,7 +6,8 @@
 //!
 //! Confinement, in order: the mount namespace ([`super::mounts`]); the capability
 //! bounding set cleared; CMD's groups, gid and uid; every other capability set cleared;
-//! `no_new_privs`; SIGKILL as the parent-death signal.
+//! `no_new_privs`; the system call filter ([`super::seccomp`]); not dumpable; SIGKILL as
+//! the parent-death signal.
 //!
 //! Init leaves `run`'s session first, so it never has the caller's terminal as its
 //! controlling terminal (CMD, as the same user, could act through init), and starts CMD
@@ -25,7 +26,7 @@ use std::os::fd::RawFd;
 
 use super::jail::PROXY_PORT;
 use super::unix::filter::Program;
-use super::{mounts, session, signals};
+use super::{mounts, seccomp, session, signals};
 use crate::config::InitConfig;
 
 /// Exit status for init's own failures (`run`'s own errors).
@@ -116,6 +117,12 @@ fn confine(args: &InitConfig) -> Result<()> {
         caps::clear(None, set).map_err(|e| format!("capabilities ({set:?}): {e}"))?;
     }
     prctl::set_no_new_privs().map_err(|e| format!("no_new_privs: {e}"))?;
+    // Init and everything it starts: init itself makes none of the filtered calls.
+    seccomp::install(args.seccomp_log)?;
+    // Last (a change of user resets it): CMD, whatever its uid, can neither open init's
+    // /proc/1/fd or /proc/1/mem nor trace it (docs/reference/confinement.md, "System
+    // calls").
+    prctl::set_dumpable(false).map_err(|e| format!("not dumpable: {e}"))?;
     Ok(())
 }
 

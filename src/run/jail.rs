@@ -4,8 +4,8 @@
 //!
 //! The thread unshares a network namespace that holds only `lo`, brings `lo` up with a
 //! default route (source `127.0.0.1`), applies the ruleset (over netlink), binds the
-//! proxy's listening sockets there and hands them back. Then, told to, it unshares a PID
-//! namespace and starts the jail's first process (`__jail-init`, [`super::init`]), waits
+//! proxy's listening sockets there and hands them back. Then, told to, it unshares PID,
+//! IPC and UTS namespaces and starts the jail's first process (`__jail-init`, [`super::init`]), waits
 //! for it and reports its status. Nothing is made on the host: the namespaces live as
 //! long as a process, a thread or a socket of `run` holds them, so they end with `run`,
 //! even when it is killed.
@@ -169,13 +169,16 @@ fn make(ports: Ports) -> Result<JailSockets, JailError> {
     })
 }
 
-/// On the jail's thread: start init in a PID namespace of its own (when it exits, every
-/// process left in the jail is killed), report it, then wait for it.
+/// On the jail's thread: start init in PID, IPC and UTS namespaces of its own (when it
+/// exits, every process left in the jail is killed), report it, then wait for it.
 fn start_and_wait(init: Init, started: &mpsc::Sender<Result<Started, JailError>>) {
     let supervisor = init.supervisor;
-    let spawned = unshare(CloneFlags::CLONE_NEWPID)
+    // IPC and UTS too: System V IPC and POSIX message queues of the jail's own, and a
+    // host name of its own (the host's, to start with).
+    let own = CloneFlags::CLONE_NEWPID | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
+    let spawned = unshare(own)
         .map_err(|source| JailError::Namespace {
-            what: "PID",
+            what: "PID, IPC and UTS",
             source,
         })
         .and_then(|()| {

@@ -32,6 +32,8 @@ mod places;
 #[cfg(target_os = "linux")]
 mod pty;
 #[cfg(target_os = "linux")]
+mod seccomp;
+#[cfg(target_os = "linux")]
 mod session;
 #[cfg(target_os = "linux")]
 mod signals;

@@ -124,10 +124,15 @@ fn remount_read_only(path: &Path) -> Result<()> {
         .map_err(|e| format!("remount {} read-only: {e}", path.display()))
 }
 
-/// This PID namespace's `/proc`, its parts in [`PROC_READ_ONLY`] read-only.
+/// This PID namespace's `/proc`, its parts in [`PROC_READ_ONLY`] read-only. With
+/// `hidepid=invisible`, a process CMD may not inspect (the jail's init, not dumpable)
+/// has no `/proc/PID` in its view, even for uid 0 (docs/reference/confinement.md,
+/// "System calls"). `gid` names the group exempt from it, root's by default: the
+/// overflow group instead (`nogroup`), which CMD is not in unless told to be.
 fn mount_proc(root: &Path) -> Result<()> {
     let proc = inside(root, Path::new("/proc"));
-    mount(Some("proc"), &proc, Some("proc"), hardened(), None::<&str>)
+    let options = "hidepid=invisible,gid=65534";
+    mount(Some("proc"), &proc, Some("proc"), hardened(), Some(options))
         .map_err(|e| format!("mount proc on {}: {e}", proc.display()))?;
     for part in PROC_READ_ONLY {
         let path = proc.join(part);

@@ -9,6 +9,7 @@ mod exits;
 mod files;
 mod git;
 mod inspect;
+mod kernel;
 mod lifecycle;
 mod names;
 mod parent;
