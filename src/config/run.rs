@@ -51,6 +51,10 @@ pub struct RunConfig {
     pub env_only: bool,
     /// `--writable`, as given; `run` makes them canonical.
     pub writable: Vec<PathBuf>,
+    /// `--writable-exact`, `--hide` and `--show`, as given.
+    pub writable_exact: Vec<PathBuf>,
+    pub hide: Vec<PathBuf>,
+    pub show: Vec<PathBuf>,
     /// CMD and its arguments.
     pub command: Vec<OsString>,
 }
@@ -66,6 +70,9 @@ impl RunConfig {
             tls,
             parent,
             writable,
+            writable_exact,
+            hide,
+            show,
             command,
         } = args;
         let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
@@ -81,6 +88,9 @@ impl RunConfig {
             user,
             env_only,
             writable,
+            writable_exact,
+            hide,
+            show,
             command,
         })
     }
@@ -117,8 +127,12 @@ pub struct InitConfig {
     pub gid: u32,
     /// `run --env-only`: switch to CMD's user and supervise it, nothing else.
     pub env_only: bool,
-    /// The proxy's own files and directories to cover in CMD's view (absolute).
-    pub hide: Vec<PathBuf>,
+    /// Covered in CMD's view by an empty read-only file or directory (absolute).
+    pub cover: Vec<PathBuf>,
+    /// Bound read-only on itself in CMD's view (absolute).
+    pub read_only: Vec<PathBuf>,
+    /// The temporary places that are the jail's own (fresh tmpfs).
+    pub fresh: Vec<PathBuf>,
     /// The places CMD may write (absolute, canonical); `/` for everywhere.
     pub writable: Vec<PathBuf>,
     /// CMD and its arguments.
@@ -131,7 +145,9 @@ impl From<JailInitArgs> for InitConfig {
             uid: args.uid,
             gid: args.gid,
             env_only: args.env_only,
-            hide: args.hide,
+            cover: args.cover,
+            read_only: args.read_only,
+            fresh: args.fresh,
             writable: args.writable,
             command: args.command,
         }
