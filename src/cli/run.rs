@@ -40,8 +40,10 @@ pub struct RunArgs {
     pub parent: ParentFlags,
 
     /// Let CMD write under PATH too (repeatable); it may always write in the starting
-    /// directory, /tmp, /var/tmp and /dev/shm, and sees the rest read-only. `/` gives
-    /// back a writable filesystem: the jail is then network-only.
+    /// directory and in /tmp, /var/tmp and /dev/shm, which are the jail's own (fresh,
+    /// empty, gone when run exits), and sees the rest read-only. `/tmp`, `/var/tmp` or
+    /// `/dev/shm` binds the host's instead. `/` gives back a writable filesystem: the
+    /// jail is then network-only.
     #[arg(long, value_name = "PATH")]
     pub writable: Vec<PathBuf>,
 
@@ -50,6 +52,21 @@ pub struct RunArgs {
     /// is refused (EACCES), wherever it appears in CMD's view.
     #[arg(long, value_name = "PATH")]
     pub allow_unix: Vec<PathBuf>,
+    /// Let CMD write this one file that runs later (repeatable): `.bashrc`, `.envrc`,
+    /// `.git/hooks` and the like stay read-only in every writable place otherwise.
+    #[arg(long, value_name = "PATH")]
+    pub writable_exact: Vec<PathBuf>,
+
+    /// Hide PATH from CMD too (repeatable): an empty read-only file or directory stands
+    /// over it. `~/.ssh`, `~/.aws`, `~/.netrc` and the other secret stores are hidden
+    /// already.
+    #[arg(long, value_name = "PATH")]
+    pub hide: Vec<PathBuf>,
+
+    /// Show CMD one of the places hidden by default (repeatable), e.g. `--show ~/.ssh`;
+    /// an error for any other PATH.
+    #[arg(long, value_name = "PATH")]
+    pub show: Vec<PathBuf>,
 
     /// The command and its arguments, after `--`.
     #[arg(required = true, last = true, value_name = "CMD")]
@@ -104,9 +121,18 @@ pub struct JailInitArgs {
     #[arg(long)]
     pub seccomp_log: bool,
 
-    /// A file or directory of the proxy's own to cover in CMD's view (absolute).
+    /// A file or directory to cover in CMD's view with an empty read-only one
+    /// (absolute): the proxy's files' directories, secrets, `run --hide`.
     #[arg(long, value_name = "PATH")]
-    pub hide: Vec<PathBuf>,
+    pub cover: Vec<PathBuf>,
+
+    /// A file or directory to bind read-only on itself in CMD's view (absolute).
+    #[arg(long, value_name = "PATH")]
+    pub read_only: Vec<PathBuf>,
+
+    /// A temporary place that is the jail's own: a fresh tmpfs (absolute).
+    #[arg(long, value_name = "PATH")]
+    pub fresh: Vec<PathBuf>,
 
     /// A place CMD may write (absolute, canonical); `/` for everywhere.
     #[arg(long, value_name = "PATH")]

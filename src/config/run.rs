@@ -55,6 +55,10 @@ pub struct RunConfig {
     pub writable: Vec<PathBuf>,
     /// `--allow-unix`, as given; `run` checks each.
     pub allow_unix: Vec<PathBuf>,
+    /// `--writable-exact`, `--hide` and `--show`, as given.
+    pub writable_exact: Vec<PathBuf>,
+    pub hide: Vec<PathBuf>,
+    pub show: Vec<PathBuf>,
     /// CMD and its arguments.
     pub command: Vec<OsString>,
 }
@@ -72,6 +76,9 @@ impl RunConfig {
             parent,
             writable,
             allow_unix,
+            writable_exact,
+            hide,
+            show,
             command,
         } = args;
         let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
@@ -89,6 +96,9 @@ impl RunConfig {
             seccomp_log,
             writable,
             allow_unix,
+            writable_exact,
+            hide,
+            show,
             command,
         })
     }
@@ -127,8 +137,12 @@ pub struct InitConfig {
     pub env_only: bool,
     /// `run --seccomp-log`: the system call filter logs rather than refuses.
     pub seccomp_log: bool,
-    /// The proxy's own files and directories to cover in CMD's view (absolute).
-    pub hide: Vec<PathBuf>,
+    /// Covered in CMD's view by an empty read-only file or directory (absolute).
+    pub cover: Vec<PathBuf>,
+    /// Bound read-only on itself in CMD's view (absolute).
+    pub read_only: Vec<PathBuf>,
+    /// The temporary places that are the jail's own (fresh tmpfs).
+    pub fresh: Vec<PathBuf>,
     /// The places CMD may write (absolute, canonical); `/` for everywhere.
     pub writable: Vec<PathBuf>,
     /// Descriptor 3 is `run`'s connect supervisor (docs/reference/confinement.md, "Unix
@@ -145,7 +159,9 @@ impl From<JailInitArgs> for InitConfig {
             gid: args.gid,
             env_only: args.env_only,
             seccomp_log: args.seccomp_log,
-            hide: args.hide,
+            cover: args.cover,
+            read_only: args.read_only,
+            fresh: args.fresh,
             writable: args.writable,
             supervised: args.supervised,
             command: args.command,

@@ -1,8 +1,8 @@
 //! The jail's `/dev` (docs/reference/confinement.md, "Files"): a small read-only tmpfs
 //! holding the devices programs expect (`null`, `zero`, `full`, `random`, `urandom`,
 //! `tty`), each a node like the host's (see [`node`]), the usual links (`fd`, `stdin`,
-//! `stdout`, `stderr`, `ptmx`), a `/dev/pts` of its own and the host's `/dev/shm`,
-//! writable. Not the host's whole `/dev`: uid 0 opens a disk's block device without any
+//! `stdout`, `stderr`, `ptmx`), a `/dev/pts` of its own and a `/dev/shm` of its own
+//! (a fresh tmpfs; the host's with `run --writable /dev/shm`), writable. Not the host's whole `/dev`: uid 0 opens a disk's block device without any
 //! capability, and its raw blocks would bypass every read-only mount and every cover of
 //! the proxy's files. Not the host's `/dev/pts` either: uid 0 opens every root-owned
 //! terminal there without any capability, the caller's included, and could write to it
@@ -30,8 +30,9 @@ const LINKS: [(&str, &str); 5] = [
 
 type Result<T> = std::result::Result<T, String>;
 
-/// Mount the jail's `/dev` on `dev` (the view's), from the host's `/dev`.
-pub fn mount_dev(dev: &Path) -> Result<()> {
+/// Mount the jail's `/dev` on `dev` (the view's), from the host's `/dev`; `own_shm`: a
+/// fresh `/dev/shm` rather than the host's.
+pub fn mount_dev(dev: &Path, own_shm: bool) -> Result<()> {
     use nix::mount::{mount, MsFlags};
     // Devices work on it (no `nodev`); nothing on it runs.
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;
@@ -61,7 +62,7 @@ pub fn mount_dev(dev: &Path) -> Result<()> {
     mount_pts(&dev.join("pts"))?;
     let (from, to) = (host.join("shm"), dev.join("shm"));
     std::fs::create_dir(&to).map_err(|e| io(&to, e))?;
-    if from.is_dir() {
+    if from.is_dir() && !own_shm {
         rbind(&from, &to)?;
     } else {
         tmpfs(&to, "mode=1777")?;

@@ -89,10 +89,7 @@ fn fail(message: String) -> u8 {
 
 /// Everything but starting CMD; the first failure stops it (CMD never runs unconfined).
 fn confine(args: &InitConfig) -> Result<()> {
-    mounts::set_up(&mounts::View {
-        writable: &args.writable,
-        hidden: &args.hide,
-    })?;
+    mounts::set_up(&mounts::View::from(args))?;
     // The bundle CMD's TLS clients trust, on the jail's own /run; the CA's certificate
     // came in the environment, which CMD does not inherit it from.
     if let Some(pem) = std::env::var_os(super::trust::CA_ENV) {

@@ -13,14 +13,13 @@ use tokio::sync::oneshot;
 
 use super::env::{self, Ids, UserError};
 use super::jail::{Init, Jail, JailError, JailSockets};
-use super::places::{self, Writable};
 use super::pty::{self, ChildStdio};
 use super::rules::Ports;
 use super::signals::Signals;
 use super::trust;
 use super::unix::{AllowUnix, Diag, Supervisor};
+use super::view;
 use crate::config::{CaSource, RunConfig, ServeConfig};
-use crate::policy::OrgPolicy;
 use crate::serve::{self, Listeners, StartError};
 
 /// Why `run` stopped on its own account.
@@ -86,12 +85,7 @@ fn run(args: RunConfig) -> Result<u8, RunError> {
     let policies = crate::load::load(&config.org, config.policy.as_deref())?;
     let run_ca =
         trust::run_ca(args.ca.as_deref(), &policies.inspected_entries()).map_err(RunError::Ca)?;
-    let (mut view_args, writable) = view(&args, &policies.org)?;
     let allow_unix = AllowUnix::new(&args.allow_unix).map_err(RunError::Flags)?;
-    if !args.env_only {
-        view_args.push("--supervised".into());
-    }
-    drop(policies);
     let sudo = if geteuid().is_root() {
         (
             std::env::var("SUDO_UID").ok(),
@@ -101,6 +95,16 @@ fn run(args: RunConfig) -> Result<u8, RunError> {
         (None, None)
     };
     let ids = env::command_ids(args.user.as_deref(), sudo)?;
+    let asked = view::asked(&args, &policies.org, ids.uid).map_err(RunError::Flags)?;
+    drop(policies);
+    let view::Asked {
+        init_args: mut view_args,
+        writable,
+        later,
+    } = asked;
+    if !args.env_only {
+        view_args.push("--supervised".into());
+    }
     let mut cmd_env = env::command_env(std::env::vars_os());
     // A bundle for `--env-only`, removed when `run` ends (the jail's is on its own /run).
     let mut env_only_bundle = None;
@@ -175,22 +179,29 @@ fn run(args: RunConfig) -> Result<u8, RunError> {
     }
     let (jail, mut sockets) = Jail::create(Ports::default())?;
     let supervisor = supervise_connects(sockets.unix_diag.take(), allow_unix)?;
-    runtime.block_on(async move {
-        let listeners = hand_over(sockets).map_err(RunError::Listen)?;
-        let start = move || {
-            let started = jail.start(Init {
-                args: init_args,
-                env: cmd_env,
-                stdio,
-                supervisor: Some(supervisor),
-            })?;
-            Ok(Running {
-                pid: started.pid,
-                exit: started.exit,
-            })
-        };
-        serve_then(config, Some(listeners), start, signals).await
-    })
+    runtime
+        .block_on(async move {
+            let listeners = hand_over(sockets).map_err(RunError::Listen)?;
+            let start = move || {
+                let started = jail.start(Init {
+                    args: init_args,
+                    env: cmd_env,
+                    stdio,
+                    supervisor: Some(supervisor),
+                })?;
+                Ok(Running {
+                    pid: started.pid,
+                    exit: started.exit,
+                })
+            };
+            serve_then(config, Some(listeners), start, signals).await
+        })
+        .inspect(|_| {
+            // CMD has exited: what it left that runs later, before anything runs it.
+            for line in later.created() {
+                eprintln!("{line}");
+            }
+        })
 }
 
 /// Start `run`'s connect supervisor (docs/reference/confinement.md, "Unix sockets"): the
@@ -209,23 +220,6 @@ fn supervise_connects(
     .start()
     .map_err(RunError::Supervisor)?;
     Ok(theirs.into())
-}
-
-/// `__jail-init`'s arguments for CMD's view of the filesystem (docs/reference/
-/// confinement.md, "Files"): the places it may write and the proxy's files it may not
-/// see.
-fn view(args: &RunConfig, org: &OrgPolicy) -> Result<(Vec<OsString>, Writable), RunError> {
-    let start = std::env::current_dir()
-        .map_err(|e| RunError::Flags(format!("the starting directory: {e}")))?;
-    let writable = places::writable(&start, &args.writable).map_err(RunError::Flags)?;
-    let mut view_args = Vec::new();
-    for place in &writable.places {
-        view_args.extend(["--writable".into(), place.into()]);
-    }
-    for file in places::proxy_files(args, org) {
-        view_args.extend(["--hide".into(), file.into()]);
-    }
-    Ok((view_args, writable))
 }
 
 /// The capabilities the jail needs that this process lacks: the namespaces, mounts and

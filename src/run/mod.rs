@@ -14,13 +14,19 @@
 pub mod rules;
 
 #[cfg(target_os = "linux")]
+mod covers;
+#[cfg(target_os = "linux")]
 mod devices;
 #[cfg(target_os = "linux")]
 mod env;
 #[cfg(target_os = "linux")]
+mod home;
+#[cfg(target_os = "linux")]
 mod init;
 #[cfg(target_os = "linux")]
 mod jail;
+#[cfg(target_os = "linux")]
+mod later;
 #[cfg(target_os = "linux")]
 mod launch;
 #[cfg(target_os = "linux")]
@@ -40,6 +46,7 @@ mod signals;
 mod trust;
 #[cfg(target_os = "linux")]
 mod unix;
+mod view;
 
 use crate::config::{InitConfig, RulesConfig, RunConfig};
 

@@ -2,14 +2,17 @@
 //! "Files").
 //!
 //! The view starts as a copy of the host's mount tree (a recursive bind of `/`), made
-//! read-only as a whole; each writable place is bound over it from the host's own tree,
-//! so with the host's flags (a place the host mounted read-only stays so). Then the
-//! jail's own, always, `--writable /` included: this PID namespace's `/proc`, with
+//! read-only as a whole; the temporary places that are the jail's own get a fresh tmpfs
+//! (`/tmp`, `/var/tmp`; `/dev/shm` with `/dev`); each writable place is bound over it
+//! from the host's own tree, so with the host's flags (a place the host mounted
+//! read-only stays so). Then the jail's own, always, `--writable /` included: this PID
+//! namespace's `/proc`, with
 //! `/proc/sys`, `/proc/sysrq-trigger` and the like read-only (uid 0 writes those without
 //! any capability: a core pattern, a reboot); a small `/dev` ([`super::devices`]); fresh
 //! empty `/run` and `/var/run` (host daemons' sockets out of reach); `/etc/resolv.conf`
-//! naming the proxy's DNS; `/sys` read-only; and an empty read-only file or directory
-//! over each of the proxy's own files. The copy then becomes the root (`pivot_root`) and
+//! naming the proxy's DNS; `/sys` read-only; each `--read-only` path bound read-only on
+//! itself and an empty read-only file or directory over each `--cover` path (what `run`
+//! worked out in [`super::covers`]). The copy then becomes the root (`pivot_root`) and
 //! the host's tree is detached from it. Any step that fails stops the jail: CMD never
 //! starts with a wider view.
 
@@ -41,12 +44,28 @@ const PROC_READ_ONLY: [&str; 6] = ["sys", "sysrq-trigger", "irq", "bus", "fs", "
 
 type Result<T> = std::result::Result<T, String>;
 
-/// What CMD may write and what it may not see, from `run` ([`super::places`]).
+/// What CMD may write and what it may not see, from `run` ([`super::places`],
+/// [`super::covers`]).
 pub struct View<'a> {
     /// Absolute and canonical; `/` for everywhere.
     pub writable: &'a [PathBuf],
-    /// The proxy's own files and directories, absolute.
-    pub hidden: &'a [PathBuf],
+    /// Covered by an empty read-only file or directory, absolute.
+    pub cover: &'a [PathBuf],
+    /// Bound read-only on itself, absolute.
+    pub read_only: &'a [PathBuf],
+    /// The temporary places that are the jail's own.
+    pub fresh: &'a [PathBuf],
+}
+
+impl<'a> From<&'a crate::config::InitConfig> for View<'a> {
+    fn from(args: &'a crate::config::InitConfig) -> View<'a> {
+        View {
+            writable: &args.writable,
+            cover: &args.cover,
+            read_only: &args.read_only,
+            fresh: &args.fresh,
+        }
+    }
 }
 
 /// A private mount namespace for this process and CMD, its root the view above, the
@@ -62,16 +81,32 @@ pub fn set_up(view: &View) -> Result<()> {
     let root = Path::new(VIEW);
     mkdir(root)?;
     rbind(Path::new("/"), root)?;
-    if !view.writable.iter().any(|p| p == Path::new("/")) {
+    let everything = view.writable.iter().any(|p| p == Path::new("/"));
+    if !everything {
         mount_attr::read_only(root, true)?;
+    }
+    let shm = Path::new("/dev/shm");
+    for place in view.fresh.iter().filter(|p| *p != shm) {
+        let seen = inside(root, place);
+        if seen.is_dir() {
+            tmpfs(&seen, "mode=1777")?;
+        }
+    }
+    if !everything {
         let mut places: Vec<&PathBuf> = view.writable.iter().collect();
         places.sort_by_key(|p| p.components().count());
         for place in places {
-            rbind(place, &inside(root, place))?;
+            let seen = inside(root, place);
+            // A place inside a fresh temporary place has no directory there yet.
+            if view.fresh.iter().any(|f| place.starts_with(f)) {
+                mkdir(&seen)?;
+            }
+            rbind(place, &seen)?;
         }
     }
     mount_proc(root)?;
-    devices::mount_dev(&inside(root, Path::new("/dev")))?;
+    let own_shm = view.fresh.iter().any(|p| p == shm);
+    devices::mount_dev(&inside(root, Path::new("/dev")), own_shm)?;
     mount_run_and_resolv_conf(root)?;
     let sys = inside(root, Path::new("/sys"));
     if sys.is_dir() {
@@ -206,29 +241,48 @@ fn resolv_conf_target() -> PathBuf {
     path
 }
 
-/// An empty read-only file or directory over each of the proxy's own files.
+/// Each `--read-only` path bound read-only on itself (with what is mounted below it),
+/// then an empty read-only file or directory over each `--cover` path.
 ///
-/// CMD cannot unmount a cover (it holds no capability), nor unlink or rename it (a
+/// CMD cannot unmount either (it holds no capability), nor unlink or rename it (a
 /// mount point is busy). It could still rename a writable directory above one and
 /// put a file of its own at the old name, which a later `run` would load: so each
-/// directory above a cover, up to the writable place it lies in, is made a mount point
+/// directory above one, up to the writable place it lies in, is made a mount point
 /// too ([`pin_above`]).
 fn cover(root: &Path, view: &View) -> Result<()> {
-    // Each file or directory as the host's tree names it, and whether it is a directory;
-    // what the view does not show (under the jail's fresh `/run`, say) needs no cover.
-    let shown: Vec<(PathBuf, bool)> = view
-        .hidden
+    // Each as the host's tree names it, and whether it is a directory; what the view
+    // does not show (under the jail's fresh `/run` or `/tmp`, say) needs nothing.
+    let shown = |paths: &[PathBuf]| -> Vec<(PathBuf, bool)> {
+        paths
+            .iter()
+            .filter_map(|path| {
+                let real = std::fs::canonicalize(path).ok()?;
+                let meta = std::fs::metadata(&real).ok()?;
+                let kind = meta.is_file() || meta.is_dir();
+                (kind && inside(root, &real).exists()).then_some((real, meta.is_dir()))
+            })
+            .collect()
+    };
+    let mut covers = shown(view.cover);
+    covers.sort();
+    // One below another is out of sight already (and its place gone from the view).
+    let all = covers.clone();
+    covers.retain(|(path, _)| !all.iter().any(|(c, _)| path != c && path.starts_with(c)));
+    let mut read_only = shown(view.read_only);
+    read_only.retain(|(path, _)| !covers.iter().any(|(c, _)| path.starts_with(c)));
+    read_only.sort_by_key(|(path, _)| path.components().count());
+    let every = covers
         .iter()
-        .filter_map(|path| {
-            let real = std::fs::canonicalize(path).ok()?;
-            let meta = std::fs::metadata(&real).ok()?;
-            let kind = meta.is_file() || meta.is_dir();
-            (kind && inside(root, &real).exists()).then_some((real, meta.is_dir()))
-        })
-        .collect();
-    pin_above(root, shown.iter().map(|(path, _)| path.as_path()), view)?;
+        .chain(&read_only)
+        .map(|(path, _)| path.as_path());
+    pin_above(root, every, view)?;
+    for (path, _) in &read_only {
+        let seen = inside(root, path);
+        rbind(&seen, &seen)?;
+        mount_attr::read_only(&seen, true)?;
+    }
     let (file, dir) = empty_covers()?;
-    for (path, is_dir) in &shown {
+    for (path, is_dir) in &covers {
         let seen = inside(root, path);
         bind(if *is_dir { &dir } else { &file }, &seen)?;
         remount_read_only(&seen)?;

@@ -2,10 +2,10 @@
 //! worked out by `run` from its flags and passed to the jail's init, which builds that
 //! view ([`super::mounts`]).
 //!
-//! Writable: the starting directory, `/tmp`, `/var/tmp` and each `--writable PATH`, as
-//! absolute canonical paths (a symbolic link names the place it points to). Covered: the
-//! proxy's own files, the organization file, `--policy`, the `--ca` directory, each
-//! `[[credentials]] value_file` and the audit log, always, even under `--writable /`.
+//! Writable: the starting directory and each `--writable PATH`, as absolute canonical
+//! paths (a symbolic link names the place it points to). The jail's own: `/tmp`,
+//! `/var/tmp` and `/dev/shm`, fresh and empty, unless `--writable` names one of them,
+//! which then is the host's. What is covered is worked out in [`super::covers`].
 
 use std::path::{Component, Path, PathBuf};
 
@@ -13,8 +13,11 @@ use crate::config::RunConfig;
 use crate::policy::OrgPolicy;
 
 /// The places the jail makes its own (fresh `/proc`, `/dev` and `/run`, a read-only
-/// `/sys`): a path there cannot be made writable.
+/// `/sys`): a path there cannot be made writable (but for `/dev/shm`, below).
 const JAIL_OWNED: [&str; 4] = ["/proc", "/sys", "/dev", "/run"];
+
+/// The temporary places: the jail's own (fresh tmpfs) unless `--writable` names one.
+pub const TEMPORARY: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
 
 /// What CMD may write.
 #[derive(Debug, PartialEq, Eq)]
@@ -24,6 +27,11 @@ pub struct Writable {
     /// `run` was started in `/`, which is not made writable for it (only `--writable /`
     /// does that).
     pub started_in_root: bool,
+    /// The temporary places that are the jail's own (canonical): those of [`TEMPORARY`]
+    /// that `--writable` does not name.
+    pub own: Vec<PathBuf>,
+    /// The places `--writable` named, canonical (the starting directory aside).
+    pub flagged: Vec<PathBuf>,
 }
 
 impl Writable {
@@ -42,13 +50,14 @@ pub fn writable(start: &Path, flags: &[PathBuf]) -> Result<Writable, String> {
     if !started_in_root {
         places.push(start);
     }
-    for tmp in ["/tmp", "/var/tmp"] {
-        if let Ok(path) = canonical(Path::new(tmp)) {
-            places.push(path);
-        }
-    }
+    let mut flagged = Vec::new();
     for flag in flags {
         let path = canonical(flag).map_err(|e| format!("--writable {}: {e}", flag.display()))?;
+        if path == Path::new("/dev/shm") {
+            // The host's `/dev/shm`, bound by the jail's `/dev` (super::devices).
+            flagged.push(path);
+            continue;
+        }
         if let Some(owned) = jail_owned(&path) {
             return Err(format!(
                 "--writable {}: the jail makes its own {owned}; a place there cannot be \
@@ -56,13 +65,21 @@ pub fn writable(start: &Path, flags: &[PathBuf]) -> Result<Writable, String> {
                 flag.display()
             ));
         }
-        places.push(path);
+        places.push(path.clone());
+        flagged.push(path);
     }
     places.sort();
     places.dedup();
+    let own = TEMPORARY
+        .iter()
+        .filter_map(|tmp| canonical(Path::new(tmp)).ok())
+        .filter(|tmp| !flagged.contains(tmp))
+        .collect();
     Ok(Writable {
         places,
         started_in_root,
+        own,
+        flagged,
     })
 }
 
@@ -91,14 +108,14 @@ pub fn proxy_files(args: &RunConfig, org: &OrgPolicy) -> Vec<PathBuf> {
 }
 
 /// `path` absolute and canonical, after every symbolic link; it must exist.
-fn canonical(path: &Path) -> Result<PathBuf, String> {
+pub fn canonical(path: &Path) -> Result<PathBuf, String> {
     std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// `path` canonical, or (a file not made yet, such as the audit log before the proxy
 /// opens it) its directory canonical and its name joined; failing that, made absolute
 /// as written.
-fn absolute(path: &Path) -> PathBuf {
+pub fn absolute(path: &Path) -> PathBuf {
     if let Ok(real) = std::fs::canonicalize(path) {
         return real;
     }
@@ -147,12 +164,25 @@ mod tests {
     }
 
     #[test]
-    fn the_starting_directory_and_the_temporary_ones_are_writable() {
-        let start = std::env::temp_dir();
+    fn the_starting_directory_is_writable_and_the_temporary_places_the_jails_own() {
+        let start = std::env::current_dir().unwrap();
         let w = writable(&start, &[]).unwrap();
-        assert!(w.places.contains(&std::fs::canonicalize(&start).unwrap()));
-        assert!(w.places.contains(&PathBuf::from("/tmp")));
+        assert_eq!(w.places, [std::fs::canonicalize(&start).unwrap()]);
+        assert!(w.own.contains(&PathBuf::from("/tmp")));
         assert!(!w.everything());
+    }
+
+    #[test]
+    fn writable_names_a_temporary_place_to_bind_the_hosts() {
+        let flags = [PathBuf::from("/tmp"), PathBuf::from("/dev/shm")];
+        let w = writable(Path::new("/"), &flags).unwrap();
+        assert!(w.places.contains(&PathBuf::from("/tmp")));
+        assert!(
+            !w.places.contains(&PathBuf::from("/dev/shm")),
+            "bound by /dev"
+        );
+        assert!(!w.own.contains(&PathBuf::from("/tmp")));
+        assert!(!w.own.contains(&PathBuf::from("/dev/shm")));
     }
 
     #[test]

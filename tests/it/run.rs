@@ -8,10 +8,13 @@ mod confine;
 mod exits;
 mod files;
 mod git;
+mod hold;
 mod inspect;
 mod kernel;
+mod later;
 mod lifecycle;
 mod names;
+mod own;
 mod parent;
 mod reach;
 mod rules;
@@ -40,6 +43,19 @@ use crate::support::unique_temp_dir;
 
 /// How long one `run` may take before the test fails.
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A fresh directory of the host's that CMD sees and may write: under the crate's
+/// `target/tmp`, inside the starting directory of every `run` these tests start (the
+/// crate's root). The host's `/tmp`, where [`unique_temp_dir`] makes them, is not in
+/// CMD's view: the jail's `/tmp` is its own.
+pub fn shared_dir(tag: &str) -> PathBuf {
+    let dir = unique_temp_dir(tag);
+    let shared = Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir.file_name().unwrap());
+    let _ = std::fs::remove_dir_all(&shared);
+    std::fs::create_dir_all(&shared).expect("create a directory under target/tmp");
+    let _ = std::fs::remove_dir(&dir);
+    shared
+}
 
 /// Why the jail tests cannot run here, if they cannot.
 pub fn skip_reason() -> Option<String> {

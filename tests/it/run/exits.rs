@@ -17,7 +17,7 @@ async fn run_exits_with_cmds_status() {
 #[tokio::test]
 async fn run_exits_126_and_127_when_cmd_cannot_start() {
     require_jail!();
-    let dir = crate::support::unique_temp_dir("run-exec");
+    let dir = super::shared_dir("run-exec");
     let not_executable = dir.join("script.sh");
     std::fs::write(&not_executable, "#!/bin/sh\nexit 0\n").unwrap();
     let path = not_executable.to_str().unwrap();
@@ -32,7 +32,7 @@ async fn run_exits_126_and_127_when_cmd_cannot_start() {
 #[tokio::test]
 async fn run_exits_125_for_a_policy_that_does_not_load_and_never_runs_cmd() {
     require_jail!();
-    let marker = crate::support::unique_temp_dir("run-bad").join("ran");
+    let marker = super::shared_dir("run-bad").join("ran");
     let script = format!("touch {}", marker.display());
     let out = Jailed::new("version = 1\nallowed_domains = [\"*\"\n")
         .sh(&script)
@@ -71,7 +71,7 @@ async fn run_without_privileges_exits_125_naming_them() {
         eprintln!("skipped: `setpriv` (util-linux) is not installed");
         return;
     }
-    let marker = crate::support::unique_temp_dir("run-caps").join("ran");
+    let marker = super::shared_dir("run-caps").join("ran");
     let jailed = Jailed::standard(80);
     let script = format!("touch {}", marker.display());
     let inner = jailed.command(&["sh", "-c", &script]);

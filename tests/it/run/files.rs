@@ -1,5 +1,6 @@
 //! CMD's view of the filesystem (docs/reference/confinement.md, "Files"): read-only but
-//! for the starting directory, `/tmp`, `/var/tmp`, `/dev/shm` and each `--writable PATH`;
+//! for the starting directory, the jail's own `/tmp`, `/var/tmp` and `/dev/shm`, and each
+//! `--writable PATH`;
 //! the proxy's own files covered, always; `/sys` and `/proc/sys` read-only, always; no
 //! disk in `/dev`. CMD runs as uid 0 here (no `--user`, no `SUDO_UID`), which owns every
 //! root-owned file: each write it is refused is shown to work as root outside the jail.
@@ -10,14 +11,13 @@ use std::process::Command;
 use super::{finish, require_jail, Jailed, Outcome, SpawnChild};
 use crate::support::org::{allowlist_json, Org};
 use crate::support::tls::ca_init;
-use crate::support::unique_temp_dir;
 
 /// A fresh root-owned directory outside every writable place (under `/var/lib`),
 /// removed when dropped.
-struct HostDir(PathBuf);
+pub(super) struct HostDir(pub(super) PathBuf);
 
 impl HostDir {
-    fn new(tag: &str) -> HostDir {
+    pub(super) fn new(tag: &str) -> HostDir {
         let path = PathBuf::from(format!(
             "/var/lib/egress-proxy-it-{}-{tag}",
             std::process::id()
@@ -35,7 +35,7 @@ impl Drop for HostDir {
 }
 
 /// `jailed` running `sh -c script` with `cwd` as its starting directory.
-async fn sh_in(jailed: Jailed, cwd: &Path, script: &str) -> Outcome {
+pub(super) async fn sh_in(jailed: Jailed, cwd: &Path, script: &str) -> Outcome {
     let mut command = jailed.command(&["sh", "-c", script]);
     command.current_dir(cwd);
     let audit = jailed.audit_path();
@@ -76,10 +76,10 @@ async fn a_root_command_writes_only_in_the_starting_directory_tmp_and_writable_p
     let host = HostDir::new("files-host");
     let start = HostDir::new("files-start");
     let extra = HostDir::new("files-extra");
-    let tmp = unique_temp_dir("files-tmp");
+    let tmp = Path::new("/tmp");
     root_can_write_outside(&host.0);
     let name = format!("jailed-{}", std::process::id());
-    let script = try_writes(&[&host.0, &start.0, &tmp, &extra.0], &name);
+    let script = try_writes(&[&host.0, &start.0, tmp, &extra.0], &name);
     let jailed = Jailed::new(Org::new().to_toml())
         .arg("--writable")
         .arg(&extra.0);
@@ -89,10 +89,13 @@ async fn a_root_command_writes_only_in_the_starting_directory_tmp_and_writable_p
     let line = |verb: &str, dir: &Path| format!("{verb} {}", dir.display());
     assert!(out.stdout.contains(&line("refused", &host.0)), "{out}");
     assert!(!host.0.join(&name).exists(), "CMD wrote outside its places");
-    for dir in [&start.0, &tmp, &extra.0] {
+    for dir in [&start.0, &extra.0] {
         assert!(out.stdout.contains(&line("wrote", dir)), "{dir:?}: {out}");
         assert!(dir.join(&name).exists(), "{dir:?}");
     }
+    // The jail's own /tmp: written there, not in the host's.
+    assert!(out.stdout.contains(&line("wrote", tmp)), "{out}");
+    assert!(!tmp.join(&name).exists(), "CMD wrote in the host's /tmp");
     assert!(
         !out.stderr.contains("network-only"),
         "a notice without --writable /: {out}"
@@ -121,7 +124,7 @@ async fn a_writable_place_that_is_missing_or_the_jails_own_is_refused_with_125()
     for (place, says) in [
         ("/no/such/place", "No such file"),
         ("/proc/self", "the jail makes its own /proc"),
-        ("/dev/shm", "the jail makes its own /dev"),
+        ("/dev/pts", "the jail makes its own /dev"),
     ] {
         let jailed = Jailed::new(Org::new().to_toml())
             .arg("--writable")
@@ -134,14 +137,14 @@ async fn a_writable_place_that_is_missing_or_the_jails_own_is_refused_with_125()
     }
 }
 
-/// The proxy's own files, all in `dir` (the starting directory): the organization file
-/// with a credential, `--policy`, the credential's value file, a `--ca` directory and
-/// the audit log. CMD tries to read, write, move, unmount and remove each, and to move
-/// `dir`'s subdirectory holding the credential away; it may still create a file of its
-/// own.
+/// The proxy's own files, all in `proxy/` of the starting directory (a directory of
+/// their own): the organization file with a credential, `--policy`, the credential's
+/// value file, a `--ca` directory and the audit log. CMD tries to read, write, move,
+/// unmount and remove each and their directory; it may still create a file of its own.
 async fn proxy_files_stay_covered(extra: &[&str]) {
     const SECRET: &str = "s3cr3t-token-value";
-    let jailed = Jailed::new(
+    let start = HostDir::new(&format!("covered{}", extra.len()));
+    let mut jailed = Jailed::new(
         Org::new()
             .allow_entry(r#"{ host = "secure.test", inspect = true }"#)
             .raw_line(
@@ -151,8 +154,9 @@ async fn proxy_files_stay_covered(extra: &[&str]) {
             .to_toml(),
     )
     .policy(allowlist_json(&["secure.test"]));
+    jailed.dir = start.0.join("proxy");
     let dir = jailed.dir.clone();
-    std::fs::create_dir(dir.join("secrets")).unwrap();
+    std::fs::create_dir_all(dir.join("secrets")).unwrap();
     std::fs::write(dir.join("secrets/token"), SECRET).unwrap();
     let ca = ca_init(&dir);
     let mut jailed = jailed.arg("--ca").arg(&ca);
@@ -160,11 +164,11 @@ async fn proxy_files_stay_covered(extra: &[&str]) {
         jailed = jailed.arg(*arg);
     }
     let files = [
-        "org.toml",
-        "policy.json",
-        "secrets/token",
-        "ca",
-        "audit.jsonl",
+        "proxy/org.toml",
+        "proxy/policy.json",
+        "proxy/secrets/token",
+        "proxy/ca",
+        "proxy/audit.jsonl",
     ];
     // A refused lookup first: the audit log has a record for CMD to try to read.
     let script = format!(
@@ -173,23 +177,26 @@ async fn proxy_files_stay_covered(extra: &[&str]) {
            echo \"$f read $(cat \"$f\" \"$f\"/* 2>/dev/null | wc -c)\"; \
            (echo x >> \"$f\") 2>/dev/null && echo \"$f written\"; \
            touch \"$f/new\" 2>/dev/null && echo \"$f written\"; \
-           mv \"$f\" \"$f.moved\" 2>/dev/null && echo \"$f moved\"; \
-           umount \"$f\" 2>/dev/null && echo \"$f unmounted\"; \
-           rm -rf \"$f\" 2>/dev/null; [ -e \"$f\" ] || echo \"$f removed\"; \
          done; \
-         mv secrets secrets.moved 2>/dev/null && echo 'secrets moved'; \
+         echo \"proxy holds $(ls -A proxy | wc -l)\"; \
+         touch proxy/new 2>/dev/null && echo 'proxy written'; \
+         mv proxy proxy.moved 2>/dev/null && echo 'proxy moved'; \
+         umount proxy 2>/dev/null && echo 'proxy unmounted'; \
+         rm -rf proxy 2>/dev/null; [ -d proxy ] || echo 'proxy removed'; \
          grep -r {SECRET} . 2>/dev/null; \
          echo mine > mine && echo 'wrote mine'",
         files.join(" ")
     );
-    let out = sh_in(jailed, &dir, &script).await;
+    let out = sh_in(jailed, &start.0, &script).await;
+    assert_eq!(out.code(), Some(0), "{out}");
     for file in files {
         assert!(out.stdout.contains(&format!("{file} read 0\n")), "{out}");
-        for verb in ["written", "moved", "unmounted", "removed"] {
-            assert!(!out.stdout.contains(&format!("{file} {verb}")), "{out}");
-        }
+        assert!(!out.stdout.contains(&format!("{file} written")), "{out}");
     }
-    assert!(!out.stdout.contains("secrets moved"), "{out}");
+    assert!(out.stdout.contains("proxy holds 0\n"), "{out}");
+    for verb in ["written", "moved", "unmounted", "removed"] {
+        assert!(!out.stdout.contains(&format!("proxy {verb}")), "{out}");
+    }
     assert!(!out.stdout.contains(SECRET), "CMD found the secret: {out}");
     assert!(out.stdout.contains("wrote mine"), "not writable: {out}");
     // Nothing of them changed on the host, and each has something to read there: an

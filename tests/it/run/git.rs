@@ -35,7 +35,7 @@ async fn git_clone_over_https_from_a_local_server_works_in_the_jail_with_and_wit
     let tls = TlsOrigin::start(&["git.test", "evil.test"]);
     make_repository(&tls.git_root());
     let (port, ca) = (tls.port(), tls.ca().display().to_string());
-    let work = crate::support::unique_temp_dir("git");
+    let work = super::shared_dir("git");
     let clone = |name: &str, dest: &str| {
         format!(
             "GIT_SSL_CAINFO={ca} GIT_TERMINAL_PROMPT=0 {GIT} clone -q \

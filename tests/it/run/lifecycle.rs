@@ -10,7 +10,7 @@ use super::{alive, descendants, finish, require_jail, wait_for_file, wait_for_in
 async fn run_passes_sigterm_to_cmd_and_its_rules_hold_after_cmd_tried_to_flush_them() {
     require_jail!();
     let jailed = Jailed::standard(80);
-    let ready = jailed.dir.join("ready");
+    let ready = super::shared_dir("lifecycle").join("ready");
     let script = format!(
         "trap 'echo got-term; exit 7' TERM; nft flush ruleset 2>/dev/null; touch {}; sleep 30 & wait",
         ready.display()
@@ -60,7 +60,7 @@ async fn run_passes_sighup_and_sigint_to_cmd_and_does_not_reload() {
     require_jail!();
     for (signal, code) in [("HUP", 11), ("INT", 12)] {
         let jailed = Jailed::standard(80);
-        let ready = jailed.dir.join("ready");
+        let ready = super::shared_dir("lifecycle").join("ready");
         let script = format!(
             "trap 'exit {code}' {signal}; touch {}; sleep 30 & wait",
             ready.display()
@@ -91,7 +91,7 @@ async fn kill_9_of_run_leaves_no_process_namespace_or_mount() {
     require_jail!();
     let mounts_before = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let jailed = Jailed::standard(80);
-    let ready = jailed.dir.join("ready");
+    let ready = super::shared_dir("lifecycle").join("ready");
     // A background child too: it must not outlive run either.
     let script = format!("sleep 300 & touch {}; sleep 301", ready.display());
     let mut child = jailed

@@ -9,8 +9,6 @@ use std::process::{Child, Command, Stdio};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 
-use crate::support::unique_temp_dir;
-
 /// One origin process; killed (by its PID) when dropped.
 pub struct TlsOrigin {
     child: Child,
@@ -21,7 +19,7 @@ pub struct TlsOrigin {
 impl TlsOrigin {
     /// Start it with a certificate for `names`, signed by a fresh test CA.
     pub fn start(names: &[&str]) -> TlsOrigin {
-        let dir = unique_temp_dir("tls-origin");
+        let dir = super::shared_dir("tls-origin");
         write_certificates(&dir, names);
         for sub in ["root", "git"] {
             std::fs::create_dir_all(dir.join(sub)).unwrap();

@@ -266,7 +266,7 @@ async fn pip_download_from_a_local_https_index_works_in_the_jail_with_and_withou
     let tls = TlsOrigin::start(&["pypi.test", "evil.test"]);
     let wheel = write_index(&tls.root());
     let (port, ca) = (tls.port(), tls.ca().display().to_string());
-    let work = crate::support::unique_temp_dir("pip");
+    let work = super::shared_dir("pip");
     let pip = |index: &str, dest: &str| {
         format!(
             "env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE -u PIP_FIND_LINKS \

@@ -73,9 +73,10 @@ pub struct Sshd {
 }
 
 impl Sshd {
-    /// Start one on 127.0.0.1 with fresh keys in a fresh directory.
+    /// Start one on 127.0.0.1 with fresh keys in a fresh directory, one `run`'s jail
+    /// sees (its client key and known hosts are used inside).
     pub fn start() -> Sshd {
-        let dir = unique_temp_dir("sshd");
+        let dir = crate::run::shared_dir("sshd");
         keygen(&dir.join("host"));
         keygen(&dir.join("client"));
         std::fs::copy(dir.join("client.pub"), dir.join("authorized_keys")).unwrap();
