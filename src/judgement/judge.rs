@@ -51,15 +51,11 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     let (mut decision, mut judged, limit) = decide_levels(&eff, &target, &asking).map_err(tag)?;
     if let Some(timeout) = ask::asks(state, &session, header.is_some(), &decision) {
         let asked = ask::ask(
-            state, client, &policies, &session, &target, &asking, timeout,
+            state, client, &policies, &session, &target, &asking, &decision, timeout,
         );
         match Box::pin(asked).await {
             ask::Asked::Allowed(allowed) => (decision, judged) = allowed,
-            ask::Asked::Refused(why) => {
-                let refusal =
-                    Refusal::from_decision(&decision, Reason::NotInRequestPolicy, &target);
-                return Err(tag(refusal.with_detail(why)).into());
-            }
+            ask::Asked::Refused(refusal) => return Err(tag(refusal).into()),
             ask::Asked::NotHeld => {}
         }
     }
