@@ -57,8 +57,9 @@ pub(super) fn asks(
 pub(super) enum Asked {
     /// Not held: refused as without approvals.
     NotHeld,
-    /// Allowed: decided again under the approved entry.
-    Allowed(Allowed),
+    /// Allowed: decided again under the approved entry, by the policies in force when
+    /// the reviewer decided (what is judged after, the address check, is judged by them).
+    Allowed(Allowed, Arc<Policies>),
     /// Held and refused: by a reviewer, the timeout, or the policies in force when a
     /// reviewer allowed it.
     Refused(Refusal),
@@ -112,7 +113,7 @@ pub(super) async fn ask(
     let ended = match (outcome, &decided.policies) {
         (Outcome::AllowOnce | Outcome::AllowSession, Some(now)) => {
             match approvable(now, session.is_some(), &asked.entry, target, asking) {
-                Ok(allowed) => Asked::Allowed(allowed),
+                Ok(allowed) => Asked::Allowed(allowed, now.clone()),
                 Err(refusal) => Asked::Refused(refusal.with_detail(
                     "a reviewer allowed it, but the policy in force when they decided refuses it",
                 )),

@@ -145,3 +145,26 @@ async fn allow_session_after_a_reload_that_drops_the_host_gets_the_orgs_refusal(
 async fn allow_session_after_a_reload_that_denies_the_host_gets_denied_domain() {
     decided_after_reload(Reload::Post, denying_host, "allow-session", "denied_domain").await;
 }
+
+/// What is judged after the decision is judged by the policies in force when it was
+/// made: a reload that keeps the host but drops the CIDR its address needs (loopback,
+/// where the origin listens) leaves the approval standing and the address refused.
+#[tokio::test]
+async fn an_approved_requests_address_is_checked_by_the_policy_in_force_when_decided() {
+    let (origin, proxy) = setup(&[]).await;
+    let s = asking_session(&proxy, 30).await;
+    let url = format!("http://other.test:{}/", origin.port());
+    let held = get_in_background(&proxy, &url, Some(&s));
+    let listed = wait_pending(&proxy, 1, 1).await;
+    let no_loopback = Org::new()
+        .allow("allowed.test")
+        .allow("other.test")
+        .ports(&[80, 443, origin.port()]);
+    reload(&proxy, Reload::Post, &no_loopback).await;
+    let resp = decide(&proxy, listed[0]["id"].as_str().unwrap(), "allow-once").await;
+    assert_eq!(resp.status, 200, "the host is still allowed: {resp:?}");
+    let refused = answer(held).await;
+    assert_eq!(refused.status, 403, "{refused:?}");
+    assert_eq!(refused.json()["error"]["reason"], "private_address");
+    assert_eq!(origin.hits(), 0, "the origin is not reached");
+}
