@@ -76,7 +76,7 @@ pub fn line(a: &Value) -> String {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn a_pending_approval_is_one_line() {
+    fn a_pending_approval_is_one_line_then_one_per_held_request() {
         let a = serde_json::json!({"id": "ab", "since": "2026-12-02T07:00:00.000Z",
             "session": null, "method": "GET", "path": "/x", "entry": "a.test:80",
             "waiting": 2, "expires_at": "2026-12-02T07:00:30.000Z",
