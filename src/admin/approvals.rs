@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 
 use super::{error, json_response, Admin, Body};
 use crate::audit::rfc3339;
-use crate::judgement::approvals::{Outcome, Pending};
-use crate::judgement::ask::widen_session;
+use crate::judgement::approvals::{Decided, Held, Outcome, Pending};
+use crate::judgement::ask::{allowed_now, widen_session};
 
 /// `GET /v1/approvals`: every pending approval, oldest first.
 pub fn list(admin: &Admin) -> Response<Body> {
@@ -36,7 +36,15 @@ fn view(p: &Pending) -> Value {
         "since": rfc3339(p.since),
         "expires_at": rfc3339(p.expires_at),
         "waiting": p.waiting(),
+        "requests": requests(&p.requests()),
     })
+}
+
+/// Held requests as the list and a decision's answer show them.
+fn requests(held: &[Held]) -> Vec<Value> {
+    held.iter()
+        .map(|h| json!({"method": h.method, "path": h.path, "since": rfc3339(h.since)}))
+        .collect()
 }
 
 #[derive(Deserialize)]
@@ -68,18 +76,42 @@ pub async fn decide(admin: &Admin, id: &str, body: Value) -> Response<Body> {
     let Some(pending) = approvals.get(id) else {
         return gone();
     };
-    if outcome == Outcome::AllowSession {
+    // An allow is judged now, against the policies in force (a reload may have
+    // narrowed them since the request was held); the held requests are judged again
+    // by the same snapshot, so what this answer says is what they get.
+    let policies = admin.state.policies();
+    let refused = match outcome.allows() {
+        true => allowed_now(&policies, &pending).err(),
+        false => None,
+    };
+    if outcome == Outcome::AllowSession && refused.is_none() {
         if let Err(resp) = allow_session(admin, &pending).await {
             return resp;
         }
     }
-    match approvals.decide(id, outcome) {
-        Some(waiting) => json_response(
-            StatusCode::OK,
-            json!({"id": id, "decision": outcome.as_str(), "waiting": waiting}),
-        ),
-        None => gone(),
-    }
+    let decided = Decided {
+        outcome,
+        policies: outcome.allows().then_some(policies),
+    };
+    let Some(released) = approvals.decide(id, decided) else {
+        return gone();
+    };
+    let mut body = json!({"id": id, "decision": outcome.as_str(),
+        "waiting": released.len(), "requests": requests(&released)});
+    let Some(refusal) = refused else {
+        return json_response(StatusCode::OK, body);
+    };
+    // Refused by the policy in force: the held requests get its refusal.
+    let message = format!(
+        "the policy in force refuses {}:{} ({}): the waiting requests are refused, not allowed",
+        pending.asked.host,
+        pending.asked.port,
+        refusal.reason.as_str()
+    );
+    body["error"] = json!({"type": "refused_by_policy", "message": message,
+        "reason": refusal.reason.as_str(),
+        "policy_level": refusal.level.map(|l| l.as_str()), "rule": refusal.rule});
+    json_response(StatusCode::CONFLICT, body)
 }
 
 /// `allow-session`: the approval's entry added to its session's policy, which must stay

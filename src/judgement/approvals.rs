@@ -10,12 +10,13 @@
 //! `--max-connections` as any other.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
+use super::policies::Policies;
 use crate::session::Session;
 
 /// Approvals pending on the proxy at once, at most.
@@ -68,6 +69,25 @@ impl Outcome {
     }
 }
 
+/// A decision as its waiters get it: the outcome, and for an allow the policies in
+/// force when it was made, which each held request is judged by again (an approval
+/// never outlives a reload that narrowed them).
+#[derive(Clone)]
+pub struct Decided {
+    pub outcome: Outcome,
+    /// `None` for `deny` and the timeout.
+    pub policies: Option<Arc<Policies>>,
+}
+
+/// One request held on an approval, as the list shows it.
+#[derive(Debug, Clone)]
+pub struct Held {
+    pub method: String,
+    /// Path and query cut to 256 bytes; `None` for a tunnel.
+    pub path: Option<String>,
+    pub since: SystemTime,
+}
+
 /// What a held request asks for, as the list shows it.
 #[derive(Debug, Clone)]
 pub struct Asked {
@@ -88,14 +108,29 @@ pub struct Pending {
     pub since: SystemTime,
     pub expires_at: SystemTime,
     deadline: tokio::time::Instant,
-    waiting: AtomicUsize,
-    outcome: watch::Sender<Option<Outcome>>,
+    /// The requests waiting on it now, each under its waiter's serial number, in the
+    /// order they came.
+    held: Mutex<Vec<(u64, Held)>>,
+    outcome: watch::Sender<Option<Decided>>,
 }
 
 impl Pending {
+    fn held(&self) -> MutexGuard<'_, Vec<(u64, Held)>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Requests waiting on it now.
     pub fn waiting(&self) -> usize {
-        self.waiting.load(Ordering::Relaxed)
+        self.held().len()
+    }
+
+    /// The requests waiting on it now, oldest first.
+    pub fn requests(&self) -> Vec<Held> {
+        self.held().iter().map(|(_, h)| h.clone()).collect()
+    }
+
+    fn decided(&self) -> bool {
+        self.outcome.borrow().is_some()
     }
 
     fn session_id(&self) -> Option<&str> {
@@ -112,6 +147,8 @@ impl Pending {
 /// The pending approvals of the proxy (with a shared store, of this replica).
 pub struct Approvals {
     pending: Mutex<HashMap<String, Arc<Pending>>>,
+    /// The next waiter's serial number.
+    serial: AtomicU64,
     /// `serve --approval ask`: requests without a session wait this long.
     pub sessionless: Option<Duration>,
 }
@@ -124,17 +161,19 @@ pub struct Full;
 /// away), and an approval nobody waits for any more is withdrawn.
 pub struct Waiter<'a> {
     approvals: &'a Approvals,
+    serial: u64,
     pub pending: Arc<Pending>,
 }
 
 impl Drop for Waiter<'_> {
     fn drop(&mut self) {
-        if self.pending.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let mut map = self.approvals.lock();
-            // Only while undecided: a decision already removed it.
-            if self.pending.waiting() == 0 && self.pending.outcome.borrow().is_none() {
-                map.remove(&self.pending.id);
-            }
+        // The map first, then the list, as `join` takes them.
+        let mut map = self.approvals.lock();
+        let mut held = self.pending.held();
+        held.retain(|(serial, _)| *serial != self.serial);
+        // Only while undecided: a decision already removed it.
+        if held.is_empty() && !self.pending.decided() {
+            map.remove(&self.pending.id);
         }
     }
 }
@@ -143,6 +182,7 @@ impl Approvals {
     pub fn new(sessionless: Option<Duration>) -> Approvals {
         Approvals {
             pending: Mutex::new(HashMap::new()),
+            serial: AtomicU64::new(0),
             sessionless,
         }
     }
@@ -152,7 +192,9 @@ impl Approvals {
     }
 
     /// Wait on the approval for `asked` under `session`: the one already pending for
-    /// that destination, or a new one that expires after `timeout`.
+    /// that destination (its list then shows this request too), or a new one that
+    /// expires after `timeout`. A decided approval is no longer pending: a request that
+    /// comes after a decision waits on a new one.
     pub fn join(
         &self,
         session: Option<&Arc<Session>>,
@@ -160,12 +202,23 @@ impl Approvals {
         timeout: Duration,
     ) -> Result<Waiter<'_>, Full> {
         let id = session.map(|s| s.id.as_str());
+        if let Some(path) = &mut asked.path {
+            clip(path, MAX_PATH);
+        }
+        let since = SystemTime::now();
+        let held = Held {
+            method: asked.method.clone(),
+            path: asked.path.clone(),
+            since,
+        };
+        let serial = self.serial.fetch_add(1, Ordering::Relaxed);
         let mut map = self.lock();
         if let Some(found) = map.values().find(|p| p.same(id, &asked)) {
-            found.waiting.fetch_add(1, Ordering::AcqRel);
+            found.held().push((serial, held));
             let pending = found.clone();
             return Ok(Waiter {
                 approvals: self,
+                serial,
                 pending,
             });
         }
@@ -173,10 +226,6 @@ impl Approvals {
         if map.len() >= MAX_PENDING || of_session >= MAX_PENDING_PER_SESSION {
             return Err(Full);
         }
-        if let Some(path) = &mut asked.path {
-            clip(path, MAX_PATH);
-        }
-        let since = SystemTime::now();
         let pending = Arc::new(Pending {
             id: crate::audit::new_request_id(),
             session: session.cloned(),
@@ -184,26 +233,27 @@ impl Approvals {
             since,
             expires_at: since + timeout,
             deadline: tokio::time::Instant::now() + timeout,
-            waiting: AtomicUsize::new(1),
+            held: Mutex::new(vec![(serial, held)]),
             outcome: watch::Sender::new(None),
         });
         map.insert(pending.id.clone(), pending.clone());
         Ok(Waiter {
             approvals: self,
+            serial,
             pending,
         })
     }
 
     /// Wait for the decision, the timeout, or the end of the session.
-    pub async fn wait(&self, waiter: &Waiter<'_>) -> Outcome {
+    pub async fn wait(&self, waiter: &Waiter<'_>) -> Decided {
         let pending = &waiter.pending;
         let mut rx = pending.outcome.subscribe();
         let ended = crate::session::until_ended(pending.session.as_deref());
         tokio::select! {
             decided = rx.wait_for(Option::is_some) => {
-                if let Ok(o) = decided {
-                    if let Some(o) = *o {
-                        return o;
+                if let Ok(d) = decided {
+                    if let Some(d) = d.clone() {
+                        return d;
                     }
                 }
             }
@@ -211,22 +261,29 @@ impl Approvals {
             () = ended => {}
         }
         // Timed out, or the session ended: expired, unless a decision came first.
-        self.settle(&pending.id, Outcome::Expired);
-        pending.outcome.borrow().unwrap_or(Outcome::Expired)
+        let expired = Decided {
+            outcome: Outcome::Expired,
+            policies: None,
+        };
+        self.settle(&pending.id, expired.clone());
+        let decided = pending.outcome.borrow().clone();
+        decided.unwrap_or(expired)
     }
 
-    /// Decide approval `id`: its waiters go on with `outcome`. Returns how many were
-    /// waiting; `None` when it is no longer pending (decided, expired or withdrawn).
-    pub fn decide(&self, id: &str, outcome: Outcome) -> Option<usize> {
-        self.settle(id, outcome)
+    /// Decide approval `id`: the requests waiting on it now go on with `decided`, and
+    /// only they (a request that comes later waits on a new approval). Returns them;
+    /// `None` when it is no longer pending (decided, expired or withdrawn).
+    pub fn decide(&self, id: &str, decided: Decided) -> Option<Vec<Held>> {
+        self.settle(id, decided)
     }
 
-    fn settle(&self, id: &str, outcome: Outcome) -> Option<usize> {
+    fn settle(&self, id: &str, decided: Decided) -> Option<Vec<Held>> {
+        // Removed under the lock `join` takes: from here on, no request joins it.
         let pending = self.lock().remove(id)?;
-        // Counted before they are woken: once woken, they go.
-        let waiting = pending.waiting();
-        pending.outcome.send_replace(Some(outcome));
-        Some(waiting)
+        // Listed before they are woken: once woken, they go.
+        let released = pending.requests();
+        pending.outcome.send_replace(Some(decided));
+        Some(released)
     }
 
     /// The approval `id`, if pending.

@@ -100,20 +100,69 @@ fn the_bounds_per_session_and_in_all() {
     assert!(approvals.list().is_empty(), "nobody waits: withdrawn");
 }
 
+fn decided(outcome: Outcome) -> Decided {
+    Decided {
+        outcome,
+        policies: None,
+    }
+}
+
 #[tokio::test]
 async fn a_decision_wakes_every_waiter_and_the_deadline_expires_the_rest() {
     let approvals = Arc::new(Approvals::new(Some(Duration::from_millis(50))));
     let w1 = approvals.join(None, asked("a.test", 443), LONG).unwrap();
     let w2 = approvals.join(None, asked("a.test", 443), LONG).unwrap();
     let id = w1.pending.id.clone();
-    assert_eq!(approvals.decide(&id, Outcome::AllowOnce), Some(2));
-    assert_eq!(approvals.wait(&w1).await, Outcome::AllowOnce);
-    assert_eq!(approvals.wait(&w2).await, Outcome::AllowOnce);
-    assert_eq!(approvals.decide(&id, Outcome::Deny), None, "decided once");
+    let released = approvals.decide(&id, decided(Outcome::AllowOnce)).unwrap();
+    assert_eq!(released.len(), 2);
+    assert_eq!(approvals.wait(&w1).await.outcome, Outcome::AllowOnce);
+    assert_eq!(approvals.wait(&w2).await.outcome, Outcome::AllowOnce);
+    assert!(
+        approvals.decide(&id, decided(Outcome::Deny)).is_none(),
+        "decided once"
+    );
 
     let w3 = approvals
         .join(None, asked("b.test", 443), Duration::from_millis(50))
         .unwrap();
-    assert_eq!(approvals.wait(&w3).await, Outcome::Expired);
+    assert_eq!(approvals.wait(&w3).await.outcome, Outcome::Expired);
     assert!(approvals.get(&w3.pending.id).is_none());
+}
+
+#[test]
+fn every_held_request_is_listed_and_a_decision_releases_only_those() {
+    let approvals = Approvals::new(None);
+    let methods = ["GET", "POST", "PUT"];
+    let waiters: Vec<_> = methods
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut a = asked("a.test", 443);
+            a.method = m.to_string();
+            a.path = Some(format!("/{i}"));
+            approvals.join(None, a, LONG).unwrap()
+        })
+        .collect();
+    let pending = approvals.get(&waiters[0].pending.id).unwrap();
+    let listed: Vec<_> = pending
+        .requests()
+        .into_iter()
+        .map(|h| (h.method, h.path.unwrap()))
+        .collect();
+    assert_eq!(
+        listed,
+        [("GET", "/0"), ("POST", "/1"), ("PUT", "/2")].map(|(m, p)| (m.into(), p.into()))
+    );
+    // One that gave up is no longer listed.
+    let mut waiters = waiters;
+    drop(waiters.remove(1));
+    assert_eq!(pending.waiting(), 2);
+    let released = approvals
+        .decide(&pending.id, decided(Outcome::AllowOnce))
+        .unwrap();
+    assert_eq!(released.len(), 2);
+    // After the decision: a new approval, not the decided one.
+    let late = approvals.join(None, asked("a.test", 443), LONG).unwrap();
+    assert_ne!(late.pending.id, pending.id);
+    assert_eq!(late.pending.waiting(), 1);
 }

@@ -1,14 +1,18 @@
-//! The approval step of the judgement (docs/reference/approvals.md): a request whose
-//! only refusal is `not_in_request_policy` (the organization allows it, the session's
-//! policy does not), under a session created with `"on_deny": "ask"` or, without a
-//! session, under `serve --approval ask`, waits for a reviewer instead of being refused.
+//! The approval step of the judgement (docs/reference/approvals.md): a request that the
+//! organization and `--policy` allow and the session's own policy refuses (for whatever
+//! reason that level gives: `not_in_request_policy`, or `port_not_allowed` for a host
+//! it allows on other ports), under a session created with `"on_deny": "ask"` or,
+//! without a session, under `serve --approval ask`, waits for a reviewer instead of
+//! being refused.
 //!
 //! What a reviewer may let through is decided before anything is held, by the same
 //! decision code as every request: the levels above the session's policy (`--policy`
 //! for a session, none without one) and a policy of the one exact entry
 //! (`HOST:PORT`) must allow it. So nothing the organization denies or does not allow,
 //! and nothing `--policy` refuses a session, is ever held, and an approval can let
-//! through only that destination.
+//! through only that destination. An allow is judged again the same way against the
+//! policies in force when it was made: a reload that narrowed them since gets their
+//! refusal, never the approval.
 
 use std::sync::Arc;
 
@@ -17,24 +21,30 @@ use super::approved::Judged;
 use super::judge::{decide_levels, Asking};
 use super::policies::Policies;
 use super::record::{audit_approval, Client};
+use super::refusal::Refusal;
 use super::state::State;
-use crate::policy::{check_narrowing, Decision, Effective, Host, Reason, RequestPolicy};
-use crate::policy::{Target, Verdict};
+use crate::policy::{check_narrowing, Decision, Effective, Host, Level, Reason, RequestPolicy};
+use crate::policy::{HostName, Target, Verdict};
 use crate::session::Session;
 
 /// What an approval lets through: the decision under the approved entry.
 pub(super) type Allowed = (Decision, Judged);
 
-/// Whether the request may wait for a reviewer, and how long: only a denial for
-/// `not_in_request_policy`, by a session (or proxy) that asks, of a request that did
-/// not narrow itself with `X-Network-Policy`.
+/// Whether the request may wait for a reviewer, and how long: only a denial by a
+/// request level for `not_in_request_policy` or `port_not_allowed`, by a session (or
+/// proxy) that asks, of a request that did not narrow itself with `X-Network-Policy`.
+/// Whether that level is the session's own (and not `--policy`) is [`ask`]'s check.
 pub(super) fn asks(
     state: &State,
     session: &Option<Arc<Session>>,
     narrowed: bool,
     decision: &Decision,
 ) -> Option<std::time::Duration> {
-    if narrowed || decision.verdict != Verdict::Deny(Reason::NotInRequestPolicy) {
+    let by_request_level = matches!(
+        decision.verdict,
+        Verdict::Deny(Reason::NotInRequestPolicy | Reason::PortNotAllowed)
+    ) && decision.level == Level::Request;
+    if narrowed || !by_request_level {
         return None;
     }
     match session {
@@ -47,13 +57,17 @@ pub(super) fn asks(
 pub(super) enum Asked {
     /// Not held: refused as without approvals.
     NotHeld,
-    /// Allowed: decided again under the approved entry.
-    Allowed(Allowed),
-    /// Held and refused: why, for the refusal's detail (and its `message`).
-    Refused(&'static str),
+    /// Allowed: decided again under the approved entry, by the policies in force when
+    /// the reviewer decided (what is judged after, the address check, is judged by them).
+    Allowed(Allowed, Arc<Policies>),
+    /// Held and refused: by a reviewer, the timeout, or the policies in force when a
+    /// reviewer allowed it.
+    Refused(Refusal),
 }
 
-/// The approval step, for a request [`asks`] lets wait `timeout`.
+/// The approval step, for a request [`asks`] lets wait `timeout`; `decision` is its
+/// refusal without approvals.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn ask(
     state: &State,
     client: &Client,
@@ -61,6 +75,7 @@ pub(super) async fn ask(
     session: &Option<Arc<Session>>,
     target: &Target,
     asking: &Asking<'_>,
+    decision: &Decision,
     timeout: std::time::Duration,
 ) -> Asked {
     // A name only: an address is allowed by CIDR, never approved.
@@ -68,8 +83,12 @@ pub(super) async fn ask(
         return Asked::NotHeld;
     };
     let entry = format!("{}:{}", name.as_str(), target.port);
-    let Some(allowed) = approvable(policies, session.is_some(), &entry, target, asking) else {
+    if approvable(policies, session.is_some(), &entry, target, asking).is_err() {
         return Asked::NotHeld;
+    }
+    let refused = |why: &str| {
+        let reason = decision.reason().unwrap_or(Reason::NotInRequestPolicy);
+        Refusal::from_decision(decision, reason, target).with_detail(why)
     };
     let (method, path) = match *asking {
         Asking::Tunnel => ("CONNECT".to_string(), None),
@@ -84,41 +103,97 @@ pub(super) async fn ask(
     };
     let Ok(waiter) = state.approvals.join(session.as_ref(), asked, timeout) else {
         tracing::warn!(request_id = %client.request_id, "too many requests wait for approval; refused at once");
-        return Asked::Refused("too many requests are waiting for a reviewer; it was not held");
+        return Asked::Refused(refused(
+            "too many requests are waiting for a reviewer; it was not held",
+        ));
     };
-    let outcome = state.approvals.wait(&waiter).await;
-    Box::pin(audit_approval(state, client, &waiter.pending, outcome)).await;
-    match outcome {
-        Outcome::AllowOnce | Outcome::AllowSession => Asked::Allowed(allowed),
-        Outcome::Deny => Asked::Refused("a reviewer refused it"),
-        Outcome::Expired => Asked::Refused("no reviewer decided in time"),
-    }
+    let decided = state.approvals.wait(&waiter).await;
+    let outcome = decided.outcome;
+    let asked = &waiter.pending.asked;
+    let ended = match (outcome, &decided.policies) {
+        (Outcome::AllowOnce | Outcome::AllowSession, Some(now)) => {
+            match approvable(now, session.is_some(), &asked.entry, target, asking) {
+                Ok(allowed) => Asked::Allowed(allowed, now.clone()),
+                Err(refusal) => Asked::Refused(refusal.with_detail(
+                    "a reviewer allowed it, but the policy in force when they decided refuses it",
+                )),
+            }
+        }
+        (Outcome::AllowOnce | Outcome::AllowSession, None) => {
+            Asked::Refused(refused("the approval carried no policy to judge it by"))
+        }
+        (Outcome::Deny, _) => Asked::Refused(refused("a reviewer refused it")),
+        (Outcome::Expired, _) => Asked::Refused(refused("no reviewer decided in time")),
+    };
+    let refusal = match &ended {
+        Asked::Refused(r) => Some(r),
+        _ => None,
+    };
+    Box::pin(audit_approval(
+        state,
+        client,
+        &waiter.pending,
+        outcome,
+        refusal,
+    ))
+    .await;
+    ended
 }
 
 /// The decision an approval of `entry` would give: the levels above the session's
 /// policy and a policy of `entry` alone must allow the request, each narrowing what is
-/// above it. `None` when they do not: such a request is refused, never held.
+/// above it. `Err` says why they do not (the organization's or `--policy`'s refusal
+/// first, in the order of judgement): such a request is refused, never held.
 fn approvable(
     policies: &Policies,
     in_session: bool,
     entry: &str,
     target: &Target,
     asking: &Asking,
-) -> Option<Allowed> {
+) -> Result<Allowed, Refusal> {
     let json = serde_json::json!({"type": "allowlist", "allowed_domains": [entry]});
-    let one = RequestPolicy::from_value(&json, "approval").ok()?;
+    let one = RequestPolicy::from_value(&json, "approval").map_err(|e| {
+        Refusal::new(Reason::InvalidPolicy, target.host.to_string(), target.port)
+            .with_detail(format!("the approved entry {entry} does not load: {e}"))
+    })?;
     let mut levels: Vec<&RequestPolicy> = Vec::new();
     if in_session {
         levels.extend(policies.serve_policy.iter());
     }
-    check_narrowing(&policies.org, &levels, &one).ok()?;
+    let uppers = levels.len();
     levels.push(&one);
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
     };
-    let (decision, judged, _) = decide_levels(&eff, target, asking).ok()?;
-    (decision.verdict == Verdict::Allow).then_some((decision, judged))
+    let (decision, judged, _) = decide_levels(&eff, target, asking)?;
+    match decision.verdict {
+        Verdict::Allow => {}
+        Verdict::Deny(reason) | Verdict::WouldDeny(reason) => {
+            return Err(Refusal::from_decision(&decision, reason, target));
+        }
+    }
+    check_narrowing(&policies.org, &levels[..uppers], &one).map_err(|w| {
+        Refusal::widening(target, &w, "the approved entry widens the policy in force")
+    })?;
+    Ok((decision, judged))
+}
+
+/// Whether the policies in force now still allow approval `pending`'s destination
+/// (host and port, as a tunnel to it is judged): `Err` with their refusal when they do
+/// not. Each held request is judged again by them, its method and path too.
+pub fn allowed_now(policies: &Policies, pending: &approvals::Pending) -> Result<(), Refusal> {
+    let asked = &pending.asked;
+    let host = HostName::parse(&asked.host).map_err(|_| {
+        Refusal::new(Reason::InvalidHost, asked.host.clone(), asked.port)
+            .with_detail("the approval's host does not parse")
+    })?;
+    let target = Target {
+        host: Host::Name(host),
+        port: asked.port,
+    };
+    let in_session = pending.session.is_some();
+    approvable(policies, in_session, &asked.entry, &target, &Asking::Tunnel).map(|_| ())
 }
 
 /// The entry `allow-session` adds to `session`'s policy, checked to stay inside the

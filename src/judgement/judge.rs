@@ -49,17 +49,18 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
     };
     let asking = Asking::of(req);
     let (mut decision, mut judged, limit) = decide_levels(&eff, &target, &asking).map_err(tag)?;
+    // Set when a reviewer's approval let the request through: the policies they decided by.
+    let mut approved_under = None;
     if let Some(timeout) = ask::asks(state, &session, header.is_some(), &decision) {
         let asked = ask::ask(
-            state, client, &policies, &session, &target, &asking, timeout,
+            state, client, &policies, &session, &target, &asking, &decision, timeout,
         );
         match Box::pin(asked).await {
-            ask::Asked::Allowed(allowed) => (decision, judged) = allowed,
-            ask::Asked::Refused(why) => {
-                let refusal =
-                    Refusal::from_decision(&decision, Reason::NotInRequestPolicy, &target);
-                return Err(tag(refusal.with_detail(why)).into());
+            ask::Asked::Allowed(allowed, now) => {
+                (decision, judged) = allowed;
+                approved_under = Some(now);
             }
+            ask::Asked::Refused(refusal) => return Err(tag(refusal).into()),
             ask::Asked::NotHeld => {}
         }
     }
@@ -79,13 +80,28 @@ pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Resul
         .await
         .map_err(tag)?;
     budget::admit(req, &allowance, &target).map_err(tag)?;
-    let addrs = checked_addrs(&decision, &eff, &session, &target, state).await?;
+    let addrs = {
+        // An approved request's addresses are checked by the policies it was approved by.
+        let (now_levels, now_eff);
+        let eff = match &approved_under {
+            Some(now) => {
+                now_levels = self::levels(now, own_policy(&own), &headers, &target).map_err(tag)?;
+                now_eff = Effective {
+                    org: &now.org,
+                    levels: &now_levels,
+                };
+                &now_eff
+            }
+            None => &eff,
+        };
+        checked_addrs(&decision, eff, &session, &target, state).await?
+    };
     drop(levels);
     Ok(Approved {
         addrs,
         target,
         decision,
-        policies,
+        policies: approved_under.unwrap_or(policies),
         session,
         decided_at: Instant::now(),
         upstream_tls: None,

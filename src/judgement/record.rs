@@ -13,7 +13,7 @@ use super::refusal::{Refusal, Stop};
 use super::state::State;
 use crate::audit::{clip_url, new_request_id, Record, Via};
 use crate::metrics::Outcome;
-use crate::policy::{Level, Reason, Target, Verdict};
+use crate::policy::{Level, Target, Verdict};
 
 /// What is being answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,20 +242,26 @@ pub async fn audit_approval(
     client: &Client,
     pending: &Pending,
     outcome: ApprovalOutcome,
+    refused: Option<&Refusal>,
 ) {
     let asked = &pending.asked;
-    let mut rec = record(
-        outcome.event(),
-        client,
-        asked.host.clone(),
-        Some(asked.port),
-    );
+    // An allow the policies in force refused is a denial, with their reason.
+    let event = match refused {
+        Some(_) if outcome.allows() => ApprovalOutcome::Deny.event(),
+        _ => outcome.event(),
+    };
+    let mut rec = record(event, client, asked.host.clone(), Some(asked.port));
     rec.session = pending.session.as_ref().map(|s| s.id.clone());
-    if outcome.allows() {
-        rec.rule = Some(asked.entry.clone());
-        rec.policy_level = Some(Level::Request.as_str());
-    } else {
-        rec.reason = Some(Reason::NotInRequestPolicy.as_str());
+    match refused {
+        None => {
+            rec.rule = Some(asked.entry.clone());
+            rec.policy_level = Some(Level::Request.as_str());
+        }
+        Some(refusal) => {
+            rec.reason = Some(refusal.reason.as_str());
+            rec.policy_level = refusal.level.map(Level::as_str);
+            rec.rule = refusal.rule.clone();
+        }
     }
     rec.approval_id = Some(pending.id.clone());
     rec.decision = Some(outcome.as_str());

@@ -21,9 +21,11 @@
 //!   bytes; only then is upstream dialed, and the unread bytes are relayed unchanged. A
 //!   refusal is audited and the connection closed before any byte reaches upstream;
 //! - bytes still undecided at `--header-timeout` are never relayed: an unfinished
-//!   ClientHello is refused, an unfinished request line closed.
+//!   ClientHello is refused, and so is anything else unfinished ([`unfinished`]), each
+//!   with its own record: every refused connection is recorded.
 
 pub(crate) mod opening;
+mod unfinished;
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -127,9 +129,11 @@ enum Peeked {
     /// A whole ClientHello, bytes that cannot become TLS or HTTP, or nothing: judged as
     /// a tunnel.
     Tunnel(FirstBytes),
-    /// A request line still unfinished when the header timeout passed.
-    TimedOut,
-    /// The client closed.
+    /// Bytes that are still the start of a request line when the header timeout
+    /// passed, or of anything when the client reset the connection (`tls`: of a
+    /// ClientHello).
+    Unfinished { tls: bool, timed_out: bool },
+    /// The client closed before sending anything.
     Gone,
 }
 
@@ -149,12 +153,23 @@ async fn peek_first(
     let mut buf = vec![0u8; FIRST_PEEK.min(limit)];
     let mut backoff = Duration::from_millis(1);
     let mut wait = start + silence.min(timeout);
+    let mut first = None;
     loop {
         let n = match tokio::time::timeout_at(wait, stream.peek(&mut buf)).await {
             Err(_) => return Peeked::Tunnel(FirstBytes::ServerFirst),
-            Ok(Ok(0) | Err(_)) => return Peeked::Gone,
+            // Gone with bytes sent: refused (and recorded) as unfinished.
+            Ok(Ok(0) | Err(_)) => {
+                return match first {
+                    None => Peeked::Gone,
+                    Some(byte) => Peeked::Unfinished {
+                        tls: byte == TLS_HANDSHAKE,
+                        timed_out: false,
+                    },
+                }
+            }
             Ok(Ok(n)) => n,
         };
+        first = Some(buf[0]);
         // A byte has come: the silence no longer counts, only the header timeout.
         wait = deadline;
         match classify(&buf[..n]) {
@@ -168,7 +183,10 @@ async fn peek_first(
                 if Instant::now() + backoff > deadline {
                     return match buf[0] {
                         TLS_HANDSHAKE => Peeked::Tunnel(FirstBytes::Unreadable),
-                        _ => Peeked::TimedOut,
+                        _ => Peeked::Unfinished {
+                            tls: false,
+                            timed_out: true,
+                        },
                     };
                 }
                 tokio::time::sleep(backoff).await;
@@ -230,11 +248,12 @@ pub(crate) async fn serve_redirected(
     .await
     {
         Peeked::Gone => {}
-        Peeked::TimedOut => {
-            // As the connection code does: a limit hit, counted and logged, no request
-            // to audit.
-            state.metrics.header_timeouts.inc();
-            tracing::info!(client = %peer, timeout = ?limits.header_timeout, "closed a redirected connection that finished no request line in time");
+        Peeked::Unfinished { tls, timed_out } => {
+            if timed_out {
+                state.metrics.header_timeouts.inc();
+                tracing::info!(client = %peer, timeout = ?limits.header_timeout, "refused a redirected connection that finished no request line in time");
+            }
+            unfinished::refuse(&state, peer, &redirected, tls).await;
         }
         Peeked::Http => {
             let aimed_at = Some(Arc::from(redirected.authority()));

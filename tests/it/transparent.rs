@@ -146,8 +146,9 @@ fn split_case<'a>(r: &'a Value, case: &str) -> (&'a str, &'a Vec<Value>) {
 
 /// The client's bytes are judged as if written at once, however it split them: a `G`
 /// then the rest, a leading empty line, one byte at a time, a ClientHello in pieces.
-/// Bytes still undecided at `--header-timeout` are never relayed; bytes that can become
-/// neither HTTP nor TLS (an SSH banner) are a tunnel as before.
+/// Bytes still undecided at `--header-timeout` are never relayed (and the refusal is
+/// recorded); bytes that can become neither HTTP nor TLS (an SSH banner) are a tunnel as
+/// before.
 #[test]
 fn split_writes_are_judged_as_the_same_bytes_written_at_once() {
     if let Some(why) = jail_tools_missing() {
@@ -222,8 +223,62 @@ fn split_writes_are_judged_as_the_same_bytes_written_at_once() {
     let allowed = "GET http://203.0.113.5:80/allowed - transparent";
     let sni = "CONNECT - sni_mismatch transparent";
     let tunnel = "CONNECT - - transparent";
+    // `G` then nothing past the header timeout: refused, and recorded as every refused
+    // connection is.
+    let unfinished = "CONNECT - invalid_request transparent";
     let want = [
-        fronted, fronted, fronted, allowed, allowed, sni, sni, tunnel, sni, tunnel,
+        fronted, fronted, fronted, allowed, allowed, unfinished, sni, sni, tunnel, sni, tunnel,
     ];
     assert_eq!(events, want, "{ctx}");
+}
+
+/// Every refused connection has its own record, however its bytes arrive and whatever
+/// other connections to the same address are waiting: a client sends `hello` (still the
+/// start of a request line) to a refused literal address and waits, while a ClientHello
+/// to the same address and port arrives on a second connection. Two records, both with
+/// the address's refusal. The probe: to an allowed address the ClientHello reaches the
+/// origin, and `hello` is still refused (its bytes never became a request), recorded.
+#[test]
+fn every_refused_connection_to_one_address_has_its_own_record() {
+    if let Some(why) = jail_tools_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let r = run_harness("refused.py");
+    let ctx = format!("{r:#}");
+    assert_eq!(
+        r["refused_clients"],
+        serde_json::json!(["closed", "closed"]),
+        "{ctx}"
+    );
+    assert_eq!(r["accepted"]["203.0.113.6"], 0, "nothing reached it: {ctx}");
+    let refused: Vec<&Value> = r["refused_audit"].as_array().unwrap().iter().collect();
+    assert_eq!(refused.len(), 2, "one record per connection: {ctx}");
+    for rec in &refused {
+        assert_eq!(rec["event"], "egress.denied", "{ctx}");
+        assert_eq!(rec["host"], "203.0.113.6", "{ctx}");
+        assert_eq!(rec["port"], 8443, "{ctx}");
+        assert_eq!(rec["via"], "transparent", "{ctx}");
+        assert_eq!(
+            rec["reason"], refused[0]["reason"],
+            "the same refusal: {ctx}"
+        );
+        assert_eq!(rec["policy_level"], refused[0]["policy_level"], "{ctx}");
+    }
+    // TEST-NET-3 is a refused class (docs/reference/policy-files.md): no CIDR covers it.
+    assert_eq!(refused[0]["reason"], "private_address", "{ctx}");
+    assert_ne!(
+        refused[0]["client"], refused[1]["client"],
+        "two connections: {ctx}"
+    );
+
+    // The probe: the redirect works, and the allowed address's ClientHello was relayed.
+    assert_eq!(r["accepted"]["203.0.113.5"], 1, "{ctx}");
+    let audit = r["audit"].as_array().unwrap();
+    let after: Vec<&str> = audit[2..]
+        .iter()
+        .map(|a| a["reason"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(after, ["invalid_request"], "{ctx}");
+    assert_eq!(audit[2]["host"], "203.0.113.5", "{ctx}");
 }

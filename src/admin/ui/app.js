@@ -287,11 +287,17 @@ async function decide(mine, a, item, decision) {
   try {
     const path = "/v1/approvals/" + encodeURIComponent(a.id);
     const resp = await api("POST", path, { decision }, mine.abort.signal);
+    let settled = resp.ok || resp.status === 404;
     if (resp.ok) message = `${DONE[decision]}: ${target}.`;
     else if (resp.status === 404) message = `${target} was already decided, or its wait ran out.`;
-    else if (resp.status === 409) message = `${target} has no session to allow it for.`;
-    else message = `${target}: ${await refusal(resp)}`;
-    if (resp.ok || resp.status === 404) forget(a.id, item);
+    else {
+      // 409 refused_by_policy: decided, but the policy in force refused the requests.
+      const body = await resp.json().catch(() => ({}));
+      const error = body.error || {};
+      if (error.type === "refused_by_policy") settled = true;
+      message = `${target}: ${error.message || "HTTP " + resp.status}`;
+    }
+    if (settled) forget(a.id, item);
     else enable(item, true);
   } catch (e) {
     enable(item, true);

@@ -158,6 +158,8 @@ export function approvalItem(a, decide) {
   const held = field("held", "");
   held.lastElementChild.classList.add("waiting");
   meta.append(held);
+  // Every request a decision would release, not only the first.
+  const requests = el("ol", "held-requests", null, { "aria-label": "held requests" });
   const actions = el("div", "actions");
   const choices = [["allow-once", "Allow once", "allow"]];
   if (a.session !== null && a.session !== undefined) {
@@ -169,15 +171,24 @@ export function approvalItem(a, decide) {
     b.addEventListener("click", () => decide(decision));
     actions.append(b);
   }
-  item.append(head, meta, actions);
+  item.append(head, meta, requests, actions);
   updateApproval(item, a);
   return item;
 }
 
-// What moves while an approval waits: how long, and how many requests.
+// What moves while an approval waits: how long, how many requests, and each of them
+// (method, path, how long it has waited).
 export function updateApproval(item, a) {
   item.querySelector(".waited").textContent = "waiting " + span(a.since);
   item.querySelector(".waiting").textContent = a.waiting > 1 ? `${a.waiting} requests` : "1 request";
+  const rows = (a.requests || []).map((r) => {
+    const row = el("li", "held-request", null, { "data-method": r.method || "" });
+    row.append(el("span", "held-method", r.method || "?"));
+    row.append(el("span", "url", r.path === null || r.path === undefined ? "(tunnel)" : r.path));
+    row.append(el("span", "when", "waiting " + span(r.since)));
+    return row;
+  });
+  item.querySelector(".held-requests").replaceChildren(...rows);
 }
 
 export function enable(item, on) {

@@ -41,7 +41,11 @@ async fn approve_lists_the_pending_and_decides_one() {
     let s = asking_session(&proxy, 30).await;
     let url = format!("http://other.test:{}/page", origin.port());
     let held = get_in_background(&proxy, &url, Some(&s));
-    let listed = wait_pending(&proxy, 1, 1).await;
+    wait_pending(&proxy, 1, 1).await;
+    // A second request on the same approval: the listing shows each one it releases.
+    let second = format!("http://other.test:{}/second", origin.port());
+    let held2 = get_in_background(&proxy, &second, Some(&s));
+    let listed = wait_pending(&proxy, 1, 2).await;
     let id = listed[0]["id"].as_str().unwrap();
     let out = approve(&proxy, ADMIN_TOKEN, &[]).await;
     let shown = text(&out.stdout);
@@ -53,15 +57,26 @@ async fn approve_lists_the_pending_and_decides_one() {
         shown.contains(&format!("entry=other.test:{}", origin.port())),
         "{shown}"
     );
+    let held_lines: Vec<&str> = shown.lines().filter(|l| l.starts_with("  held ")).collect();
+    assert_eq!(held_lines.len(), 2, "{shown}");
+    assert!(
+        held_lines[0].starts_with("  held GET /page since="),
+        "{shown}"
+    );
+    assert!(
+        held_lines[1].starts_with("  held GET /second since="),
+        "{shown}"
+    );
 
     let out = approve(&proxy, ADMIN_TOKEN, &[id, "allow-once"]).await;
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         text(&out.stdout).trim(),
-        format!("{id}: allow-once (1 waiting request(s) go on)")
+        format!("{id}: allow-once (2 waiting request(s) go on)")
     );
     assert_eq!(answer(held).await.status, 200);
-    assert_eq!(origin.hits(), 1);
+    assert_eq!(answer(held2).await.status, 200);
+    assert_eq!(origin.hits(), 2);
 
     // Decided: a second decision is the API's 404, said plainly, exit 2.
     let out = approve(&proxy, ADMIN_TOKEN, &[id, "deny"]).await;

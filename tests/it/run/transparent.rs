@@ -190,3 +190,53 @@ print("http-mismatch", http("other.test"))
         .collect();
     assert_eq!(mismatches, ["CONNECT", "GET"], "{out}");
 }
+
+/// Every refused connection in the jail has its own record: a client sends `hello` to a
+/// literal address (caught by the jail's rules, refused: no CIDR opens it) and waits,
+/// while a ClientHello to the same address and port arrives on a second connection.
+/// Two records, one per connection (the first when the header timeout ends its wait).
+#[tokio::test]
+async fn two_refused_connections_to_one_address_leave_two_records() {
+    require_jail!();
+    let origin = Origin::start().await;
+    let script = r#"
+import socket, ssl, time
+ctx = ssl.create_default_context()
+tls = ctx.wrap_bio(ssl.MemoryBIO(), out := ssl.MemoryBIO(), server_hostname=None)
+try:
+    tls.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+hello = out.read()
+a = socket.create_connection(("10.89.0.1", 4443), timeout=30)
+a.sendall(b"hello")
+time.sleep(0.3)
+b = socket.create_connection(("10.89.0.1", 4443), timeout=30)
+b.sendall(hello)
+def closed(s):
+    try:
+        return s.recv(100) == b""
+    except ConnectionResetError:
+        return True
+print("second closed", closed(b))
+print("first closed", closed(a))
+"#;
+    let out = Jailed::standard(origin.port()).python(script).await;
+    assert_eq!(out.code(), Some(0), "{out}");
+    assert!(out.stdout.contains("second closed True"), "{out}");
+    assert!(out.stdout.contains("first closed True"), "{out}");
+    let records: Vec<_> = out
+        .audit
+        .iter()
+        .filter(|r| r["host"] == "10.89.0.1")
+        .collect();
+    assert_eq!(records.len(), 2, "one record per refused connection: {out}");
+    for r in &records {
+        assert_eq!(r["event"], "egress.denied", "{out}");
+        assert_eq!(r["port"], 4443, "{out}");
+        assert_eq!(r["via"], "transparent", "{out}");
+        assert_eq!(r["reason"], "private_address", "{out}");
+    }
+    assert_ne!(records[0]["client"], records[1]["client"], "{out}");
+    assert_eq!(origin.hits(), 0);
+}

@@ -36,8 +36,19 @@ pub fn ask_session(mut body: Value) -> Value {
     body
 }
 
-/// A request through the proxy, answered whenever it is: its status line and body.
+/// A GET through the proxy, answered whenever it is: its status line and body.
 fn held_get(proxy: &Proxy, url: &str, auth: Option<String>) -> JoinHandle<(String, String)> {
+    held_request(proxy, "GET", url, auth, b"")
+}
+
+/// A request through the proxy, answered whenever it is: its status line and body.
+fn held_request(
+    proxy: &Proxy,
+    method: &str,
+    url: &str,
+    auth: Option<String>,
+    body: &[u8],
+) -> JoinHandle<(String, String)> {
     let headers: Vec<(String, String)> = auth
         .into_iter()
         .map(|a| ("Proxy-Authorization".to_string(), a))
@@ -46,7 +57,7 @@ fn held_get(proxy: &Proxy, url: &str, auth: Option<String>) -> JoinHandle<(Strin
         .iter()
         .map(|(n, v)| (n.as_str(), v.as_str()))
         .collect();
-    let bytes = request_bytes("GET", url, &headers, b"");
+    let bytes = request_bytes(method, url, &headers, body);
     let addr = proxy.addr;
     tokio::spawn(async move {
         let mut stream = TcpStream::connect(addr).await.unwrap();
@@ -63,10 +74,10 @@ fn held_get(proxy: &Proxy, url: &str, auth: Option<String>) -> JoinHandle<(Strin
     })
 }
 
-/// Two held requests: one of `session` for `held.test`, one without a session for
-/// `other.test`.
+/// Held requests: three of `session` for `held.test` (a GET, then two POSTs with
+/// bodies on the same approval), one without a session for `other.test`.
 pub struct Held {
-    in_session: JoinHandle<(String, String)>,
+    in_session: Vec<JoinHandle<(String, String)>>,
     sessionless: JoinHandle<(String, String)>,
 }
 
@@ -89,6 +100,34 @@ pub async fn hold(browser: &mut Browser, proxy: &Proxy, origin: &Origin, session
         json!(["allow-once", "allow-session", "deny"]),
         "{shown}"
     );
+    // Two POSTs queued behind it: the page shows every request a decision releases.
+    let mut in_session = vec![in_session];
+    for n in 1..=2 {
+        let auth = basic(id, session["token"].as_str().unwrap());
+        let url = url("held.test", origin, &format!("/post{n}"));
+        in_session.push(held_request(proxy, "POST", &url, Some(auth), b"secret=1"));
+    }
+    let shown = browser.call(json!({"do": "held", "host": "held.test", "count": 3}));
+    // In the order they came: the GET first, then the two POSTs, which raced.
+    let mut requests: Vec<String> = shown["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r["method"].as_str().unwrap(),
+                r["path"].as_str().unwrap()
+            )
+        })
+        .collect();
+    requests[1..].sort();
+    assert_eq!(
+        requests,
+        ["GET /held?x=1", "POST /post1", "POST /post2"],
+        "{shown}"
+    );
+    assert_eq!(shown["fields"]["held"], "3 requests", "{shown}");
     let sessionless = held_get(proxy, &url("other.test", origin, "/"), None);
     let shown = browser.call(json!({"do": "approval", "host": "other.test"}));
     assert_eq!(shown["fields"]["session"], "no session", "{shown}");
@@ -108,14 +147,20 @@ pub async fn decide(browser: &mut Browser, origin: &Origin, held: Held) {
     let done = browser.call(json!({"do": "decide", "host": "held.test", "decision": "allow-once"}));
     let port = origin.port();
     assert_eq!(done["done"], format!("Allowed once: held.test:{port}."));
-    let (status, body) = held.in_session.await.unwrap();
-    assert!(status.contains(" 200 "), "{status}");
-    assert_eq!(body, origin.body());
-    assert_eq!(origin.hits(), hits + 1);
-    let seen = origin.requests().last().cloned().unwrap();
-    assert_eq!(seen.target, "/held?x=1");
+    for request in held.in_session {
+        let (status, body) = request.await.unwrap();
+        assert!(status.contains(" 200 "), "{status}");
+        assert_eq!(body, origin.body());
+    }
     assert_eq!(
-        seen.header("host"),
+        origin.hits(),
+        hits + 3,
+        "the three requests shown were released"
+    );
+    let seen = origin.requests();
+    let first = seen.iter().find(|r| r.target == "/held?x=1").unwrap();
+    assert_eq!(
+        first.header("host"),
         Some(format!("held.test:{port}").as_str())
     );
 
@@ -126,7 +171,7 @@ pub async fn decide(browser: &mut Browser, origin: &Origin, held: Held) {
     assert!(body.contains("not_in_request_policy"), "{body}");
     assert_eq!(
         origin.hits(),
-        hits + 1,
+        hits + 3,
         "the denied request never reached it"
     );
     let denied = browser.call(json!({"do": "denial", "host": "other.test"}));

@@ -87,7 +87,18 @@ def texts(item):
         "fields": fields,
         "buttons": [b.get_attribute("data-decision")
                     for b in item.find_elements(By.CSS_SELECTOR, "button")],
+        "requests": [{"method": r.find_element(By.CSS_SELECTOR, ".held-method").text,
+                      "path": r.find_element(By.CSS_SELECTOR, ".url").text}
+                     for r in item.find_elements(By.CSS_SELECTOR, ".held-request")],
     }
+
+
+def held(driver, cmd):
+    """An approval once its list shows `count` held requests: what it shows."""
+    selector = f'li.approval[data-host="{cmd["host"]}"] .held-request'
+    wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, selector)) == cmd["count"],
+         f'{cmd["count"]} held requests of {cmd["host"]}')
+    return texts(item(driver, "approval", "host", cmd["host"]))
 
 
 def item(driver, kind, attr, value):
@@ -154,6 +165,8 @@ def run(driver, cmd):
         return texts(item(driver, "session", "id", cmd["id"]))
     if do == "approval":
         return texts(item(driver, "approval", "host", cmd["host"]))
+    if do == "held":
+        return held(driver, cmd)
     if do == "decide":
         return decide(driver, cmd)
     if do == "js":
