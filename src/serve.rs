@@ -322,10 +322,15 @@ pub async fn serve_with(
     tokio::spawn(reopen_on_sigusr1(state.audit.clone(), signal("SIGUSR1")?));
     tokio::spawn(expire_sessions(state.clone()));
     if let Some((admin_listener, admin_addr)) = admin_listener {
+        let hosts = args.admin.as_ref().map(|a| a.hosts.clone());
         let admin = Arc::new(Admin {
             state: state.clone(),
             token,
             reloader,
+            names: admin::guard::Names {
+                listen: admin_addr,
+                hosts: hosts.unwrap_or_default(),
+            },
         });
         eprintln!("egress-proxy: admin API on {admin_addr}");
         tokio::spawn(admin::serve(admin_listener, admin));

@@ -163,6 +163,13 @@ pub struct Admin {
     #[arg(long, value_name = "PATH")]
     pub admin_token_file: Option<PathBuf>,
 
+    /// A name the admin API is called by besides its address (repeatable): a `Host` of
+    /// NAME or NAME:PORT, and an `Origin` of http://NAME:PORT, are accepted. Any other
+    /// `Host` gets 421 and any other `Origin` 403, so a web page (DNS rebinding included)
+    /// cannot use the API.
+    #[arg(long, value_name = "NAME")]
+    pub admin_host: Vec<String>,
+
     /// What happens to a request without a session that the organization allows and
     /// the proxy's policy does not: `refuse` it at once, or `ask` a reviewer through the
     /// admin API (GET /v1/approvals) and hold it until decided (docs/reference/approvals.md).
