@@ -295,6 +295,7 @@ pub async fn serve_with(
         audit_allowed: args.audit_allowed,
         own,
         tunnels: TunnelCounts::new(args.max_tunnels_per_client),
+        pending: crate::judgement::pending::PendingCounts::new(args.limits.max_pending_per_client),
         limits: args.limits.clone(),
         phase: tokio::sync::watch::Sender::new(Phase::Serving),
         synthetic: Arc::new(SyntheticNames::new()),

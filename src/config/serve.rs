@@ -221,6 +221,11 @@ fn proxy_limits(args: &cli::Limits) -> Result<Limits, ConfigError> {
             1,
         )?,
         shutdown_grace: seconds("--shutdown-grace", args.shutdown_grace)?,
+        max_pending_per_client: at_least(
+            "--max-pending-per-client",
+            args.max_pending_per_client,
+            1,
+        )?,
     })
 }
 
