@@ -266,6 +266,10 @@ pub async fn serve_with(
             parent = parent.name(),
             "allowed connections go through the parent proxy"
         );
+        if !parent.by_address() {
+            // docs/guides/parent-proxy.md: the parent resolves the name again.
+            eprintln!("egress-proxy: warning: the parent proxy resolves names itself, so a rebinding DNS answer can take it to an address this proxy would refuse; --upstream-proxy-by-address sends it the checked address instead");
+        }
     }
     let metrics = Arc::new(Metrics::new());
     let mut listeners = vec![local];
