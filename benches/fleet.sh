@@ -96,7 +96,7 @@ for store in memory redis; do
     limit=""
     [ -n "$BUDGET" ] && limit=', "max_upload_bytes": '$BUDGET
     body='{"network_policy": {"type": "allowlist", "allowed_domains": ["'$NAME:$HTTP_PORT'"]'$limit'}}'
-    created=$(curl -sf "http://127.0.0.1:${ADMIN[$store]}/v1/sessions" -d "$body")
+    created=$(curl -sf -H "Content-Type: application/json" "http://127.0.0.1:${ADMIN[$store]}/v1/sessions" -d "$body")
     auth=$(python3 -c 'import base64, json, sys; s = json.loads(sys.argv[1]); print(base64.b64encode((s["id"] + ":" + s["token"]).encode()).decode())' "$created")
     cat >"$TMP/$store.lua" <<EOF
 wrk.path = "http://$NAME:$HTTP_PORT/"

@@ -120,7 +120,7 @@ acl lo src 127.0.0.1/32
 http_access allow lo
 http_access deny all
 EOF
-    "$SQUID" -N -f "$TMP/squid.conf" &
+    "$SQUID" -N -n "egressload$$" -f "$TMP/squid.conf" &
     PIDS+=($!)
     SQUID_PID=$!
     wait_port $SQUID_PORT

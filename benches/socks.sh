@@ -119,7 +119,7 @@ acl local src 127.0.0.0/8
 http_access allow local
 http_access deny all
 CONF
-    /usr/sbin/squid -N -f "$TMP/squid/squid.conf" &
+    /usr/sbin/squid -N -n "egresssocks$$" -f "$TMP/squid/squid.conf" &
     PIDS+=($!)
     SQUID_PID=$!
     wait_port "$SQUID" 20

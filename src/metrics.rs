@@ -85,6 +85,9 @@ pub struct Metrics {
     pub reloads_failed: Counter,
     /// Client connections closed for sending no complete request head in time.
     pub header_timeouts: Counter,
+    /// Connections closed at accept: their client held `--max-pending-per-client`
+    /// unfinished ones, by `listener`.
+    pending_refused: Family<[(&'static str, &'static str); 1], Counter>,
     audit_lines: Counter,
     audit_lost: Counter,
     audit_failing: Gauge,
@@ -100,6 +103,14 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Count a connection closed at accept by `--max-pending-per-client` on `listener`
+    /// (`proxy`, `transparent` or `socks5`).
+    pub fn pending_refused(&self, listener: &'static str) {
+        self.pending_refused
+            .get_or_create(&[("listener", listener)])
+            .inc();
+    }
+
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
         let requests = Family::<Labels, Counter>::default();
@@ -122,6 +133,7 @@ impl Metrics {
             reloads_ok: Counter::default(),
             reloads_failed: Counter::default(),
             header_timeouts: Counter::default(),
+            pending_refused: Family::default(),
             audit_lines: Counter::default(),
             audit_lost: Counter::default(),
             audit_failing: Gauge::default(),
@@ -210,6 +222,14 @@ impl Metrics {
             "egress_header_timeouts",
             "Client connections closed for sending no complete request head within --header-timeout (silent ones included)",
             m.header_timeouts.clone(),
+        );
+        for listener in ["proxy", "transparent", "socks5"] {
+            drop(m.pending_refused.get_or_create(&[("listener", listener)]));
+        }
+        r.register(
+            "egress_pending_refused",
+            "Connections closed at once because their client address held --max-pending-per-client connections without a complete request head or SOCKS5 handshake",
+            m.pending_refused.clone(),
         );
         r.register(
             "egress_audit_lines",

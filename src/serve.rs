@@ -266,6 +266,10 @@ pub async fn serve_with(
             parent = parent.name(),
             "allowed connections go through the parent proxy"
         );
+        if !parent.by_address() {
+            // docs/guides/parent-proxy.md: the parent resolves the name again.
+            eprintln!("egress-proxy: warning: the parent proxy resolves names itself, so a rebinding DNS answer can take it to an address this proxy would refuse; --upstream-proxy-by-address sends it the checked address instead");
+        }
     }
     let metrics = Arc::new(Metrics::new());
     let mut listeners = vec![local];
@@ -295,6 +299,7 @@ pub async fn serve_with(
         audit_allowed: args.audit_allowed,
         own,
         tunnels: TunnelCounts::new(args.max_tunnels_per_client),
+        pending: crate::judgement::pending::PendingCounts::new(args.limits.max_pending_per_client),
         limits: args.limits.clone(),
         phase: tokio::sync::watch::Sender::new(Phase::Serving),
         synthetic: Arc::new(SyntheticNames::new()),
@@ -322,10 +327,15 @@ pub async fn serve_with(
     tokio::spawn(reopen_on_sigusr1(state.audit.clone(), signal("SIGUSR1")?));
     tokio::spawn(expire_sessions(state.clone()));
     if let Some((admin_listener, admin_addr)) = admin_listener {
+        let hosts = args.admin.as_ref().map(|a| a.hosts.clone());
         let admin = Arc::new(Admin {
             state: state.clone(),
             token,
             reloader,
+            names: admin::guard::Names {
+                listen: admin_addr,
+                hosts: hosts.unwrap_or_default(),
+            },
         });
         eprintln!("egress-proxy: admin API on {admin_addr}");
         tokio::spawn(admin::serve(admin_listener, admin));

@@ -40,6 +40,15 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The `listener` label of this listener's metrics.
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Proxy => "proxy",
+            Kind::Transparent => "transparent",
+            Kind::Socks5 => "socks5",
+        }
+    }
+
     /// The audit record's `via` for a connection accepted here.
     fn via(self) -> Via {
         match self {
@@ -204,6 +213,14 @@ impl Worker {
                             continue;
                         }
                     };
+                    // One client may not hold every slot with connections that never
+                    // finish their head: past its share it is closed at once, unanswered.
+                    let Some(pending) = self.state.pending.try_hold(peer.ip()) else {
+                        self.state.metrics.pending_refused(kind.label());
+                        tracing::debug!(client = %peer, "closed: the client holds --max-pending-per-client unfinished connections");
+                        drop(stream);
+                        continue;
+                    };
                     // Reap finished connections here rather than in a `join_next`
                     // branch, which would wake this loop every time a connection ends.
                     while conns.try_join_next().is_some() {}
@@ -218,14 +235,14 @@ impl Worker {
                             Ok(Ok(permit)) => {
                                 match kind {
                                     Kind::Proxy => {
-                                        serve_connection(stream, peer, state, done, upstream, None)
+                                        serve_connection(stream, peer, state, (done, pending), upstream, None)
                                             .await
                                     }
                                     Kind::Transparent => {
-                                        serve_redirected(stream, peer, state, done, upstream).await
+                                        serve_redirected(stream, peer, state, (done, pending), upstream).await
                                     }
                                     Kind::Socks5 => {
-                                        serve_socks(stream, peer, state, done, upstream).await
+                                        serve_socks(stream, peer, state, (done, pending), upstream).await
                                     }
                                 }
                                 drop(permit);

@@ -1,6 +1,7 @@
 //! The control plane (docs/reference/control-plane.md): an HTTP API on its own listener, never the proxy port.
 //!
-//! Every call but `GET /healthz` and the console's files needs `Authorization: Bearer
+//! Every call is first checked by [`guard`] (its `Host`, its `Origin`, a JSON body), then
+//! every call but `GET /healthz` and the console's files needs `Authorization: Bearer
 //! <token>`, compared in constant time; without it the answer is `401` and nothing else.
 //! Bodies are JSON.
 //!
@@ -16,6 +17,7 @@
 
 pub mod approvals;
 pub mod events;
+pub mod guard;
 pub mod reload;
 pub mod sessions;
 pub mod ui;
@@ -52,12 +54,28 @@ pub struct Admin {
     /// The bearer token; `None` only on a loopback listener started without a token file.
     pub token: Option<String>,
     pub reloader: Arc<Reloader>,
+    /// The names the listener answers to (`--admin-host`).
+    pub names: guard::Names,
 }
+
+/// Connections the admin listener serves at once; past it, new ones wait in the kernel's
+/// backlog, unaccepted (docs/reference/control-plane.md, "Limits").
+const MAX_CONNECTIONS: usize = 256;
 
 /// Serve the API on `listener` until the proxy starts shutting down.
 pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
     let mut phase = admin.state.phase.subscribe();
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        // A slot first, then accept: past the cap a connection waits in the backlog and
+        // holds no descriptor of this process.
+        let slot = tokio::select! {
+            _ = async { drop(phase.wait_for(|p| *p != Phase::Serving).await) } => return,
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => return,
+            },
+        };
         let (stream, peer) = tokio::select! {
             _ = async { drop(phase.wait_for(|p| *p != Phase::Serving).await) } => return,
             accepted = listener.accept() => match accepted {
@@ -70,18 +88,22 @@ pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
             },
         };
         bound_send_buffer(&stream);
+        let local = stream.local_addr().ok();
         let admin = admin.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let closer = events::Closer::default();
             let closed = closer.clone();
+            let header_timeout = admin.state.limits.header_timeout;
             let service = service_fn(move |req| {
                 let (admin, closer) = (admin.clone(), closer.clone());
-                async move { Ok::<_, Infallible>(handle(req, &admin, &closer).await) }
+                async move { Ok::<_, Infallible>(handle(req, &admin, local, &closer).await) }
             });
+            // An idle connection, new or kept alive, is closed after --header-timeout.
             let mut builder = http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10));
+                .header_read_timeout(header_timeout);
             let conn = builder.serve_connection(TokioIo::new(stream), service);
             tokio::select! {
                 done = conn => if let Err(e) = done {
@@ -95,7 +117,15 @@ pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
     }
 }
 
-async fn handle(req: Request<Incoming>, admin: &Admin, closer: &events::Closer) -> Response<Body> {
+async fn handle(
+    req: Request<Incoming>,
+    admin: &Admin,
+    local: Option<std::net::SocketAddr>,
+    closer: &events::Closer,
+) -> Response<Body> {
+    if let Some(refused) = guard::refuse(&req, &admin.names, local) {
+        return refused;
+    }
     let path = req.uri().path().to_string();
     if path == "/healthz" {
         return match *req.method() {

@@ -117,6 +117,12 @@ pub struct Limits {
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_tunnels_per_client: usize,
 
+    /// Maximum connections one client address may hold that have not finished their
+    /// request head (proxy and transparent listeners) or SOCKS5 handshake; past it a new
+    /// one is closed at once (`egress_pending_refused_total`).
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_pending_per_client: usize,
+
     /// Maximum tunnels one session may hold open; beyond it, 429 `limit_exceeded`.
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_tunnels_per_session: usize,
@@ -143,6 +149,7 @@ impl Default for Limits {
             workers: None,
             max_header_bytes: 65536,
             max_tunnels_per_client: 256,
+            max_pending_per_client: 64,
             max_tunnels_per_session: 256,
             tunnel_idle_timeout: 300.0,
             shutdown_grace: 5.0,
@@ -162,6 +169,13 @@ pub struct Admin {
     /// Required when --admin-listen is not a loopback address.
     #[arg(long, value_name = "PATH")]
     pub admin_token_file: Option<PathBuf>,
+
+    /// A name the admin API is called by besides its address (repeatable): a `Host` of
+    /// NAME or NAME:PORT, and an `Origin` of http://NAME:PORT, are accepted. Any other
+    /// `Host` gets 421 and any other `Origin` 403, so a web page (DNS rebinding included)
+    /// cannot use the API.
+    #[arg(long, value_name = "NAME")]
+    pub admin_host: Vec<String>,
 
     /// What happens to a request without a session that the organization allows and
     /// the proxy's policy does not: `refuse` it at once, or `ask` a reviewer through the

@@ -22,6 +22,8 @@ pub struct AdminConfig {
     pub listen: SocketAddr,
     /// `None` only for a loopback listener (anyone on the host may use it: warned).
     pub token_file: Option<PathBuf>,
+    /// `--admin-host` names, lower case.
+    pub hosts: Vec<String>,
 }
 
 /// Where the interception CA comes from.
@@ -219,6 +221,11 @@ fn proxy_limits(args: &cli::Limits) -> Result<Limits, ConfigError> {
             1,
         )?,
         shutdown_grace: seconds("--shutdown-grace", args.shutdown_grace)?,
+        max_pending_per_client: at_least(
+            "--max-pending-per-client",
+            args.max_pending_per_client,
+            1,
+        )?,
     })
 }
 
@@ -274,6 +281,9 @@ fn admin_config(
         if args.admin_token_file.is_some() {
             return Err(flag("--admin-token-file", "needs --admin-listen"));
         }
+        if !args.admin_host.is_empty() {
+            return Err(flag("--admin-host", "needs --admin-listen"));
+        }
         return Ok(None);
     };
     if args.admin_token_file.is_none() && !listen.ip().is_loopback() {
@@ -282,8 +292,23 @@ fn admin_config(
             format!("{listen} is not a loopback address: it needs --admin-token-file"),
         ));
     }
+    let mut hosts = Vec::new();
+    for name in &args.admin_host {
+        let valid = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+        if !valid {
+            return Err(flag(
+                "--admin-host",
+                format!("`{name}` is not a host name (letters, digits, `-`, `.`, `_`; no port)"),
+            ));
+        }
+        hosts.push(name.to_ascii_lowercase());
+    }
     Ok(Some(AdminConfig {
         listen,
         token_file: args.admin_token_file,
+        hosts,
     }))
 }

@@ -44,6 +44,7 @@ pub mod ask;
 pub mod budget;
 pub mod client_hello;
 pub mod judge;
+pub mod pending;
 pub mod policies;
 pub mod record;
 pub mod refusal;

@@ -31,6 +31,9 @@ pub struct Limits {
     pub tunnel_idle_timeout: Duration,
     /// Open tunnels one session may hold (`--max-tunnels-per-session`).
     pub max_tunnels_per_session: usize,
+    /// Connections one client address may hold before its first request head or SOCKS5
+    /// handshake is complete (`--max-pending-per-client`).
+    pub max_pending_per_client: usize,
     pub shutdown_grace: Duration,
 }
 
@@ -54,6 +57,8 @@ pub struct State {
     pub limits: Limits,
     /// Open tunnels per client address (`--max-tunnels-per-client`).
     pub tunnels: Arc<TunnelCounts>,
+    /// Unfinished connections per client address (`--max-pending-per-client`).
+    pub pending: Arc<super::pending::PendingCounts>,
     /// The server's phase; connections and tunnels subscribe to it.
     pub phase: watch::Sender<Phase>,
     /// The synthetic addresses the DNS listener hands out, which the transparent

@@ -145,6 +145,11 @@ impl Parent {
     }
 
     /// The parent's `HOST:PORT`, as configured (never its credentials).
+    /// `--upstream-proxy-by-address`: the parent is asked for the checked address.
+    pub fn by_address(&self) -> bool {
+        self.by_address
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use super::{answer, forward, pool, preflight, tunnel, websocket, Body};
 use crate::audit::Via;
 use crate::judgement::judge;
+use crate::judgement::pending::PendingSlot;
 use crate::judgement::record::{
     audit_refusal, audit_refusal_detached, count_approved, plain_url, record_stop, Asked, Client,
 };
@@ -33,14 +34,15 @@ pub(crate) async fn serve_connection(
     stream: TcpStream,
     peer: SocketAddr,
     state: Arc<State>,
-    done: mpsc::Sender<()>,
+    (done, pending): (mpsc::Sender<()>, PendingSlot),
     upstream: Arc<pool::Upstream>,
     redirected: Option<Arc<str>>,
 ) {
     let _ = stream.set_nodelay(true);
     let limits = &state.limits;
     match preflight::first_head(&stream, limits.max_header_bytes, limits.header_timeout).await {
-        preflight::Preflight::Ready => {}
+        // The first head is complete: no longer counted against --max-pending-per-client.
+        preflight::Preflight::Ready => drop(pending),
         preflight::Preflight::Gone => return,
         preflight::Preflight::TimedOut => {
             // A limit hit, counted and logged once per connection; there is no request

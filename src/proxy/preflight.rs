@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use hyper::Uri;
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -66,7 +67,12 @@ pub async fn first_head(stream: &TcpStream, max: usize, timeout: Duration) -> Pr
             None if n == buf.len() => buf.resize((buf.len() * 4).min(max), 0),
             None => {
                 // Partial head: the bytes stay unread, so readiness stays set; wait a
-                // little before looking again rather than spinning.
+                // little before looking again rather than spinning. A client that has
+                // closed is gone now, not at the deadline: until then it would hold one
+                // of its --max-pending-per-client slots.
+                if read_closed(stream).await {
+                    return Preflight::Gone;
+                }
                 if Instant::now() + backoff > deadline {
                     return Preflight::TimedOut;
                 }
@@ -75,6 +81,12 @@ pub async fn first_head(stream: &TcpStream, max: usize, timeout: Duration) -> Pr
             }
         }
     }
+}
+
+/// Whether the client has closed its side (readiness already seen, without waiting).
+async fn read_closed(stream: &TcpStream) -> bool {
+    let ready = tokio::time::timeout(Duration::ZERO, stream.ready(Interest::READABLE)).await;
+    matches!(ready, Ok(Ok(r)) if r.is_read_closed())
 }
 
 /// Judge the bytes seen so far: `None` while the head is incomplete. Pure (fuzzed).

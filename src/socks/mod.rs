@@ -32,6 +32,7 @@ use tokio::time::Instant;
 
 use crate::audit::Via;
 use crate::judgement::judge;
+use crate::judgement::pending::PendingSlot;
 use crate::judgement::record::{audit_refusal, count_approved, record_stop, Asked, Client};
 use crate::judgement::refusal::{Refusal, Stop};
 use crate::judgement::State;
@@ -53,7 +54,7 @@ pub(crate) async fn serve_socks(
     mut stream: TcpStream,
     peer: SocketAddr,
     state: Arc<State>,
-    done: mpsc::Sender<()>,
+    (done, pending): (mpsc::Sender<()>, PendingSlot),
     upstream: Arc<Upstream>,
 ) {
     let _ = stream.set_nodelay(true);
@@ -61,7 +62,11 @@ pub(crate) async fn serve_socks(
     let deadline = Instant::now() + timeout;
     let asking = match tokio::time::timeout_at(deadline, handshake(&mut stream, peer, &state)).await
     {
-        Ok(Some(asking)) => asking,
+        // The handshake is done: no longer counted against --max-pending-per-client.
+        Ok(Some(asking)) => {
+            drop(pending);
+            asking
+        }
         Ok(None) => return,
         Err(_) => {
             state.metrics.header_timeouts.inc();

@@ -42,6 +42,7 @@ use opening::{classify, Opening};
 use crate::audit::Via;
 use crate::judgement::client_hello::{MAX_HELLO_BYTES, TLS_HANDSHAKE};
 use crate::judgement::judge;
+use crate::judgement::pending::PendingSlot;
 use crate::judgement::record::{audit_refusal, count_approved, record_stop, Asked, Client};
 use crate::judgement::refusal::Refusal;
 use crate::judgement::State;
@@ -204,7 +205,7 @@ pub(crate) async fn serve_redirected(
     stream: TcpStream,
     peer: SocketAddr,
     state: Arc<State>,
-    done: mpsc::Sender<()>,
+    (done, pending): (mpsc::Sender<()>, PendingSlot),
     upstream: Arc<pool::Upstream>,
 ) {
     let _ = stream.set_nodelay(true);
@@ -257,9 +258,11 @@ pub(crate) async fn serve_redirected(
         }
         Peeked::Http => {
             let aimed_at = Some(Arc::from(redirected.authority()));
-            conn::serve_connection(stream, peer, state, done, upstream, aimed_at).await
+            // Counted until its first request head is complete.
+            conn::serve_connection(stream, peer, state, (done, pending), upstream, aimed_at).await
         }
         Peeked::Tunnel(first) => {
+            drop(pending);
             tunnel_redirected(stream, peer, redirected, first, state, done, upstream).await
         }
     }

@@ -4,6 +4,7 @@
 //! on the proxy path.
 
 mod proxy_path;
+mod web;
 
 use serde_json::json;
 

@@ -41,6 +41,7 @@ mod limits;
 mod lint;
 mod messages;
 mod parent;
+mod pending;
 mod reason_phrase;
 mod reliability;
 mod reload;

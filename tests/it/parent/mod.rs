@@ -12,6 +12,7 @@
 mod failures;
 mod plain;
 mod tunnels;
+mod warning;
 
 use crate::support::dns::DnsServer;
 use crate::support::org::{allowlist_json, Org};

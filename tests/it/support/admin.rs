@@ -56,7 +56,8 @@ impl AdminClient {
             req += &format!("Authorization: {auth}\r\n");
         }
         let body = body.unwrap_or("");
-        if !body.is_empty() || method == "POST" {
+        // The API takes a change only as JSON, a DELETE without a body included.
+        if !body.is_empty() || !matches!(method, "GET" | "HEAD") {
             req += &format!(
                 "Content-Type: application/json\r\nContent-Length: {}\r\n",
                 body.len()

@@ -99,7 +99,11 @@ impl Squid {
         std::fs::write(dir.join("squid.conf"), config).unwrap();
         let out = std::fs::File::create(dir.join("squid.out")).unwrap();
         let child = Command::new(SQUID)
-            .args(["-N", "-f"])
+            // Its own service name: stopping it cannot remove another squid's
+            // shared-memory segments (docs/guides/parent-proxy.md).
+            .args(["-N", "-n"])
+            .arg(format!("egressit{}x{}", std::process::id(), addr.port()))
+            .arg("-f")
             .arg(dir.join("squid.conf"))
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
