@@ -58,7 +58,9 @@ async fn run_leaves_the_callers_descriptors_out_of_the_jail_and_init_out_of_reac
     std::fs::remove_file(host.0.join("planted")).unwrap();
 
     let jailed = Jailed::new("version = 1\n");
-    let dir = jailed.dir.clone();
+    // The markers' directory, in the starting directory (the jail's /tmp is its own, and
+    // the proxy's files' directory may not be a writable place).
+    let dir = crate::run::shared_dir("kernel-fds");
     let wait = "touch \"$D/ready\"; while [ ! -e \"$D/go\" ]; do sleep 0.05; done";
     let probe = format!(
         "{reach}; {wait}; kill -TERM 1 2>&1; {py} -c \"{ptrace}\"; ls /proc/self/fd",
@@ -67,10 +69,7 @@ async fn run_leaves_the_callers_descriptors_out_of_the_jail_and_init_out_of_reac
         ptrace = "import ctypes; l = ctypes.CDLL(None, use_errno=True); \
                   r = l.ptrace(16, 1, 0, 0); print('attach', r, ctypes.get_errno())",
     );
-    let jailed = jailed
-        .arg("--writable")
-        .arg(&dir)
-        .env("D", dir.to_str().unwrap());
+    let jailed = jailed.env("D", dir.to_str().unwrap());
     let command = jailed.command(&["sh", "-c", &probe]);
     let mut child = with_fds(&command, &file, &host.0).spawn().unwrap();
     let init = wait_for_init(child.id());
