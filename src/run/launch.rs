@@ -70,7 +70,7 @@ pub fn main(args: RunConfig) -> u8 {
     // First, before any thread or child: nothing `run` starts (the jail's init above
     // all, which CMD could otherwise reach through /proc/1/fd) inherits a descriptor of
     // the caller's but 0, 1 and 2.
-    close_inherited_on_exec();
+    super::session::close_inherited_on_exec();
     match run(args) {
         Ok(code) => code,
         Err(e) => {
@@ -388,31 +388,4 @@ fn tempdir_for_bundle() -> Result<TempDir, String> {
     let path = std::env::temp_dir().join(format!("egress-proxy-run-{}", std::process::id()));
     std::fs::create_dir_all(&path).map_err(|e| format!("mkdir {}: {e}", path.display()))?;
     Ok(TempDir { path })
-}
-
-/// Mark every descriptor above 2 close-on-exec (`close_range`, or `fcntl` one by one up
-/// to the open-files limit on kernels before 5.11).
-#[allow(unsafe_code)]
-fn close_inherited_on_exec() {
-    /// `close_range(2)`'s flag: mark the range close-on-exec rather than close it.
-    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    // SAFETY: close_range takes plain integers and changes no memory; descriptors this
-    // process opened itself are close-on-exec already (Rust opens them so).
-    let done = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3 as libc::c_uint,
-            libc::c_uint::MAX,
-            CLOSE_RANGE_CLOEXEC,
-        )
-    } == 0;
-    if done {
-        return;
-    }
-    let max = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        .map_or(1024, |(soft, _)| soft.min(1 << 20) as libc::c_int);
-    for fd in 3..max {
-        // SAFETY: fcntl on a descriptor number that may not be open fails harmlessly.
-        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
-    }
 }

@@ -61,6 +61,15 @@ pub fn own_session(command: &mut Command, connect_filter: Option<(RawFd, Program
     }
 }
 
+/// `run`'s first step: every descriptor above 2 it inherited marked close-on-exec, so
+/// nothing it starts (the jail's init) holds one of the caller's (docs/reference/
+/// confinement.md). Descriptors Rust opens are close-on-exec already.
+pub fn close_inherited_on_exec() {
+    // SAFETY: called before any thread or child: close_range or fcntl on plain
+    // integers, no memory changed.
+    unsafe { close_on_exec_from_3() }
+}
+
 /// Mark every descriptor above 2 close-on-exec (`close_range`, or one by one up to the
 /// open-files limit on kernels before 5.11).
 ///
