@@ -215,7 +215,7 @@ impl Worker {
                     };
                     // One client may not hold every slot with connections that never
                     // finish their head: past its share it is closed at once, unanswered.
-                    let Some(pending) = self.state.pending.try_hold(peer.ip()) else {
+                    let Some(pending) = self.state.pending.try_take(peer.ip()) else {
                         self.state.metrics.pending_refused(kind.label());
                         tracing::debug!(client = %peer, "closed: the client holds --max-pending-per-client unfinished connections");
                         drop(stream);

@@ -1,53 +1,61 @@
-//! Per-client limits: how many tunnels one client address may hold open at once.
+//! Per-client limits: how many tunnels one client address may hold open at once, and
+//! (the same counter, [`super::pending`]) how many connections that have not finished
+//! their head.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 /// Open tunnels per client address, capped at `max`.
-pub struct TunnelCounts {
+pub type TunnelCounts = ClientCounts;
+
+/// One open tunnel, counted against its client until dropped.
+pub type TunnelSlot = ClientSlot;
+
+/// Things held per client address (tunnels, unfinished connections), capped at `max`.
+pub struct ClientCounts {
     max: usize,
     open: Mutex<HashMap<IpAddr, usize>>,
 }
 
-impl TunnelCounts {
-    pub fn new(max: usize) -> Arc<TunnelCounts> {
-        Arc::new(TunnelCounts {
+impl ClientCounts {
+    pub fn new(max: usize) -> Arc<ClientCounts> {
+        Arc::new(ClientCounts {
             max,
             open: Mutex::new(HashMap::new()),
         })
     }
 
-    /// A slot for one more tunnel from `client`, or `None` when it already holds `max`.
-    /// The slot frees itself when dropped.
-    pub fn try_open(self: &Arc<Self>, client: IpAddr) -> Option<TunnelSlot> {
+    /// A slot for one more from `client`, or `None` when it already holds `max`. The
+    /// slot frees itself when dropped.
+    pub fn try_take(self: &Arc<Self>, client: IpAddr) -> Option<ClientSlot> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let count = open.entry(client).or_insert(0);
         if *count >= self.max {
             return None;
         }
         *count += 1;
-        Some(TunnelSlot {
+        Some(ClientSlot {
             counts: self.clone(),
             client,
         })
     }
 
     #[cfg(test)]
-    /// How many tunnels `client` holds open.
-    pub fn open_for(&self, client: IpAddr) -> usize {
+    /// How many slots `client` holds.
+    pub fn held_by(&self, client: IpAddr) -> usize {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         open.get(&client).copied().unwrap_or(0)
     }
 }
 
-/// One open tunnel, counted against its client until dropped.
-pub struct TunnelSlot {
-    counts: Arc<TunnelCounts>,
+/// One slot, counted against its client until dropped.
+pub struct ClientSlot {
+    counts: Arc<ClientCounts>,
     client: IpAddr,
 }
 
-impl Drop for TunnelSlot {
+impl Drop for ClientSlot {
     fn drop(&mut self) {
         let mut open = self.counts.open.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(count) = open.get_mut(&self.client) {
@@ -68,20 +76,20 @@ mod tests {
         let counts = TunnelCounts::new(2);
         let a: IpAddr = "127.0.0.1".parse().unwrap();
         let b: IpAddr = "127.0.0.2".parse().unwrap();
-        let first = counts.try_open(a).unwrap();
-        let _second = counts.try_open(a).unwrap();
+        let first = counts.try_take(a).unwrap();
+        let _second = counts.try_take(a).unwrap();
         assert!(
-            counts.try_open(a).is_none(),
+            counts.try_take(a).is_none(),
             "a third tunnel from one client is refused"
         );
         assert!(
-            counts.try_open(b).is_some(),
+            counts.try_take(b).is_some(),
             "another client is not affected"
         );
         drop(first);
-        assert_eq!(counts.open_for(a), 1);
+        assert_eq!(counts.held_by(a), 1);
         assert!(
-            counts.try_open(a).is_some(),
+            counts.try_take(a).is_some(),
             "a freed slot can be used again"
         );
     }

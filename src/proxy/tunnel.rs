@@ -57,7 +57,7 @@ async fn prepare(approved: &Approved, state: &State, client: &Client) -> Result<
             .in_session(&approved.session)
             .with_detail(detail)
     };
-    let slots = match state.tunnels.try_open(client.addr.ip()) {
+    let slots = match state.tunnels.try_take(client.addr.ip()) {
         None => Err(limit("too many open tunnels from this client")),
         Some(slot) => match TunnelOpen::try_new(state, approved.session.as_ref()).await {
             Ok(None) => Err(limit("too many open tunnels in this session")),
