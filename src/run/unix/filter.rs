@@ -117,6 +117,18 @@ impl Program {
     }
 }
 
+/// A message of one byte (`iov`) with `space` for one descriptor's control header.
+/// Allocation-free: it is built between fork and exec too.
+fn message(iov: &mut libc::iovec, space: &mut [u64; 4]) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; zero is a valid value for every field.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(space) as _;
+    msg
+}
+
 /// Send `fd` over the Unix socket `to` (SCM_RIGHTS), with one byte of data.
 ///
 /// # Safety
@@ -129,11 +141,7 @@ unsafe fn send_fd(to: RawFd, fd: RawFd) -> io::Result<()> {
         iov_base: byte.as_mut_ptr().cast(),
         iov_len: 1,
     };
-    // SAFETY: msghdr is plain data; zero is a valid value for every field.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = space.as_mut_ptr().cast();
+    let mut msg = message(&mut iov, &mut space);
     // SAFETY: CMSG_SPACE only computes a size.
     msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as _;
     // SAFETY: the control buffer holds CMSG_SPACE(int) bytes (32 >= 24), so the first
@@ -161,12 +169,7 @@ pub fn receive_fd(from: RawFd) -> io::Result<std::os::fd::OwnedFd> {
         iov_base: byte.as_mut_ptr().cast(),
         iov_len: 1,
     };
-    // SAFETY: msghdr is plain data; zero is a valid value for every field.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = space.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&space) as _;
+    let mut msg = message(&mut iov, &mut space);
     loop {
         // SAFETY: `msg` and its buffers live across the call.
         let n = unsafe { libc::recvmsg(from, &mut msg, libc::MSG_CMSG_CLOEXEC) };
