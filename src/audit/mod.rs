@@ -58,6 +58,9 @@ pub struct Record {
     pub bytes_up: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes_down: Option<u64>,
+    /// An intercepted tunnel's record: its bytes are those of the requests inside.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub intercepted: bool,
     /// Which listener the attempt came through.
     pub via: Via,
     /// The approval a held request waited on (`approval.*` records only).
@@ -111,6 +114,7 @@ impl Record {
             resolved_ip: None,
             bytes_up: None,
             bytes_down: None,
+            intercepted: false,
             via: Via::Proxy,
             approval_id: None,
             decision: None,

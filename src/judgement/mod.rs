@@ -21,6 +21,8 @@
 //! - [`record`]: the audit records and metric counts of a decision, each built from one
 //!   constructor.
 //! - [`budget`]: the upload meters and allowances, and the budget step of the judgement.
+//! - [`relayed`]: the bytes of the requests relayed inside an intercepted tunnel, which
+//!   its record gives.
 //! - [`tunnel_counts`]: open tunnels per client address.
 //! - [`client_hello`]: a tunnel's first bytes (the ClientHello's server name) read
 //!   without terminating TLS, and judged by `[tunnels]`.
@@ -48,6 +50,7 @@ pub mod pending;
 pub mod policies;
 pub mod record;
 pub mod refusal;
+pub mod relayed;
 pub mod request;
 pub mod state;
 pub mod tunnel_counts;

@@ -8,8 +8,9 @@ use std::net::SocketAddr;
 use hyper::{Method, Request, Uri};
 
 use super::approvals::{Outcome as ApprovalOutcome, Pending};
-use super::approved::Approved;
+use super::approved::{Approved, Judged};
 use super::refusal::{Refusal, Stop};
+use super::relayed::Relayed;
 use super::state::State;
 use crate::audit::{clip_url, new_request_id, Record, Via};
 use crate::metrics::Outcome;
@@ -55,6 +56,8 @@ pub struct Client {
     pub asked: Asked,
     /// The listener it came through.
     pub via: Via,
+    /// The intercepted tunnel it was read inside, whose record sums its bytes.
+    pub within: Option<Relayed>,
 }
 
 impl Client {
@@ -65,12 +68,19 @@ impl Client {
             request_id: new_request_id(),
             asked,
             via: Via::Proxy,
+            within: None,
         }
     }
 
     /// The same, through another listener.
     pub fn via(mut self, via: Via) -> Client {
         self.via = via;
+        self
+    }
+
+    /// The same, read inside an intercepted tunnel whose record sums its bytes.
+    pub fn within(mut self, tunnel: Option<Relayed>) -> Client {
+        self.within = tunnel;
         self
     }
 }
@@ -214,6 +224,7 @@ fn approved_record(
     rec.resolved_ip = dialed.map(|d| d.ip().to_string());
     rec.bytes_up = bytes.map(|b| b.0);
     rec.bytes_down = bytes.map(|b| b.1);
+    rec.intercepted = matches!(approved.judged, Judged::Intercept);
     rec
 }
 

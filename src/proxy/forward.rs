@@ -356,6 +356,9 @@ impl AllowedRecord {
             return;
         }
         let up = self.sent.bytes.load(Ordering::Relaxed);
+        if let Some(tunnel) = &self.client.within {
+            tunnel.add((up, down));
+        }
         let metrics = &self.state.metrics;
         metrics.bytes_up.inc_by(up);
         metrics.bytes_down.inc_by(down);

@@ -30,6 +30,7 @@ use crate::audit::Via;
 use crate::judgement::approved::Approved;
 use crate::judgement::judge;
 use crate::judgement::record::{inspected_url, record_stop, Asked, Client};
+use crate::judgement::relayed::Relayed;
 use crate::judgement::State;
 use crate::net::dial::CheckedAddr;
 
@@ -40,6 +41,8 @@ pub(crate) struct Inside<'a> {
     pub peer: SocketAddr,
     pub via: Via,
     pub pool: &'a Arc<Upstream>,
+    /// What the requests inside add their bytes to, for the tunnel's record.
+    pub relayed: Option<Relayed>,
 }
 
 /// Serve an intercepted tunnel until the client closes it: `first` are the client bytes
@@ -118,6 +121,7 @@ struct Shared {
     peer: SocketAddr,
     via: Via,
     pool: Arc<Upstream>,
+    relayed: Option<Relayed>,
 }
 
 impl Shared {
@@ -128,6 +132,7 @@ impl Shared {
             peer: self.peer,
             via: self.via,
             pool: &self.pool,
+            relayed: self.relayed.clone(),
         }
     }
 }
@@ -148,6 +153,7 @@ where
         peer: inside.peer,
         via: inside.via,
         pool: inside.pool.clone(),
+        relayed: inside.relayed.clone(),
     });
     let service = service_fn(move |req: Request<Incoming>| {
         let shared = shared.clone();
@@ -172,7 +178,9 @@ where
 async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
     let req = websocket::as_handshake(req);
     let state = inside.state;
-    let client = Client::new(inside.peer, Asked::of(&req)).via(inside.via);
+    let client = Client::new(inside.peer, Asked::of(&req))
+        .via(inside.via)
+        .within(inside.relayed.clone());
     tracing::debug!(request_id = %client.request_id, host = %inside.tunnel.target.host, method = %req.method(), path = req.uri().path(), "a request inside an intercepted tunnel");
     match judge::judge_inner(&req, inside.tunnel, state, &client).await {
         // Counted by `forward` once its head is paid for.

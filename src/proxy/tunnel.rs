@@ -27,6 +27,7 @@ use super::{answer, intercept, relay, Body};
 use crate::judgement::approved::{Approved, Judged};
 use crate::judgement::record::{audit_refusal, Client};
 use crate::judgement::refusal::{Failure, Limit, Refusal};
+use crate::judgement::relayed::{self, RelayedSum};
 use crate::judgement::tunnel_counts::TunnelSlot;
 use crate::judgement::{budget, client_hello, Phase, State};
 use crate::net::dial::{CheckedAddr, DialError};
@@ -286,19 +287,30 @@ async fn relay(
     let (client, approved) = (&record.client, &record.approved);
     let allowance = &approved.budget;
     let intercepted = matches!(approved.judged, Judged::Intercept);
-    let inside = |state| intercept::Inside {
+    // An intercepted tunnel's record gives the bytes of the requests inside it, once
+    // every one of them has written its own.
+    let (relayed, mut sum) = match intercepted {
+        true => {
+            let (relayed, sum) = relayed::relayed();
+            (Some(relayed), Some(sum))
+        }
+        false => (None, None),
+    };
+    let inside_counts = sum.as_ref().map(RelayedSum::counts);
+    let inside = |state, relayed| intercept::Inside {
         tunnel: approved,
         state,
         peer: client.addr,
         via: client.via,
         pool: &pool,
+        relayed,
     };
     let limits = &state.limits;
-    let first_bytes_of = || FirstBytesOf {
+    let first_bytes_of = |relayed| FirstBytesOf {
         approved,
         state: &state,
         activity: &activity,
-        inside: inside(&state),
+        inside: inside(&state, relayed),
         down: down.clone(),
         sent: sent.clone(),
     };
@@ -313,7 +325,7 @@ async fn relay(
                     }
                 };
                 let downstream = activity.watch_counting(TokioIo::new(upgraded), up);
-                match admit_first(downstream, upstream, dialed, first_bytes_of()).await? {
+                match admit_first(downstream, upstream, dialed, first_bytes_of(relayed)).await? {
                     Admitted::Ended(cut) => Ok(cut),
                     Admitted::Relay(downstream, upstream) => {
                         let relayed =
@@ -324,7 +336,7 @@ async fn relay(
             }
             Downstream::Unjudged(stream) => {
                 let downstream = activity.watch_counting(stream, up);
-                match admit_first(downstream, upstream, dialed, first_bytes_of()).await? {
+                match admit_first(downstream, upstream, dialed, first_bytes_of(relayed)).await? {
                     Admitted::Ended(cut) => Ok(cut),
                     Admitted::Relay(downstream, upstream) => {
                         let relayed =
@@ -337,8 +349,8 @@ async fn relay(
                 let downstream = activity.watch_counting(stream, up);
                 if intercepted {
                     // Its ClientHello is still unread: the handshake reads it.
-                    intercept::serve(downstream, Vec::new(), upstream, dialed, inside(&state))
-                        .await;
+                    let inside = inside(&state, relayed);
+                    intercept::serve(downstream, Vec::new(), upstream, dialed, inside).await;
                     return Ok(false);
                 }
                 let upstream = activity.watch_counting(upstream, down.clone());
@@ -347,6 +359,13 @@ async fn relay(
                 Ok(ended(relayed, client))
             }
         }
+    };
+    let work = async {
+        let outcome = work.await;
+        if let Some(sum) = sum.as_mut() {
+            sum.settled().await;
+        }
+        outcome
     };
     let outcome = tokio::select! {
         outcome = work => outcome,
@@ -365,6 +384,7 @@ async fn relay(
         }
         Ok(cut) => {
             record.cut = cut;
+            record.inside = inside_counts;
             record.write()
         }
     }

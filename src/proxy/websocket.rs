@@ -150,6 +150,9 @@ impl Open {
             (Err(e), _) | (_, Err(e)) => Err(io::Error::other(e)),
         };
         let bytes = (up.load(Ordering::Relaxed), down.load(Ordering::Relaxed));
+        if let Some(tunnel) = &client.within {
+            tunnel.add(bytes);
+        }
         let metrics = &state.metrics;
         metrics.bytes_up.inc_by(bytes.0);
         metrics.bytes_down.inc_by(bytes.1);

@@ -5,9 +5,11 @@
 //! that trusts only the proxy's CA.
 //!
 //! The requests judged inside a tunnel are here; [`credentials`] holds the header the
-//! org sets on them, [`refusals`] the configurations that do not load.
+//! org sets on them, [`record`] the tunnel's own record, [`refusals`] the configurations
+//! that do not load.
 
 mod credentials;
+mod record;
 mod refusals;
 
 use serde_json::Value;

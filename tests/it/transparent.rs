@@ -226,9 +226,14 @@ fn split_writes_are_judged_as_the_same_bytes_written_at_once() {
     // `G` then nothing past the header timeout: refused, and recorded as every refused
     // connection is.
     let unfinished = "CONNECT - invalid_request transparent";
-    let want = [
+    let mut want = [
         fronted, fronted, fronted, allowed, allowed, unfinished, sni, sni, tunnel, sni, tunnel,
     ];
+    // One record per case; a tunnel's is written when both sides have closed, which on
+    // a loaded machine may come after the next case's.
+    let mut events = events;
+    events.sort();
+    want.sort();
     assert_eq!(events, want, "{ctx}");
 }
 

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::judgement::approved::Approved;
 use crate::judgement::budget;
 use crate::judgement::record::{audit_allowed, audit_cut, Client};
+use crate::judgement::relayed::ByteCounts;
 use crate::judgement::State;
 use crate::net::dial::CheckedAddr;
 
@@ -24,6 +25,9 @@ pub(super) struct TunnelRecord {
     pub(super) armed: bool,
     /// The upload budget closed it: its one record says so (`upload_budget_exceeded`).
     pub(super) cut: bool,
+    /// An intercepted tunnel's bytes: those of the requests relayed inside it, each
+    /// already counted in the metrics by its own record (docs/reference/audit-log.md).
+    pub(super) inside: Option<Arc<ByteCounts>>,
 }
 
 impl TunnelRecord {
@@ -37,6 +41,7 @@ impl TunnelRecord {
             down: Arc::default(),
             armed: true,
             cut: false,
+            inside: None,
         }
     }
 
@@ -44,12 +49,18 @@ impl TunnelRecord {
         if !std::mem::take(&mut self.armed) {
             return;
         }
-        let (up, down) = (
-            self.up.load(Ordering::Relaxed),
-            self.down.load(Ordering::Relaxed),
-        );
-        self.state.metrics.bytes_up.inc_by(up);
-        self.state.metrics.bytes_down.inc_by(down);
+        let (up, down) = match &self.inside {
+            Some(inside) => inside.load(),
+            None => {
+                let bytes = (
+                    self.up.load(Ordering::Relaxed),
+                    self.down.load(Ordering::Relaxed),
+                );
+                self.state.metrics.bytes_up.inc_by(bytes.0);
+                self.state.metrics.bytes_down.inc_by(bytes.1);
+                bytes
+            }
+        };
         let dialed = self.dialed.map(|d| d.addr());
         if let Some(budget) = self.approved.budget.budget().filter(|_| self.cut) {
             let mut refusal = budget::refusal(&self.approved.target, budget)
