@@ -103,7 +103,7 @@ pub fn dns_answer(data: &[u8]) {
     use hickory_proto::op::{Message, MessageType};
     use hickory_proto::rr::RData;
 
-    use crate::dns::answer::{answer, Ask};
+    use crate::dns::answer::{answer, Given};
     use crate::judgement::Policies;
     use crate::net::synthetic::{SyntheticNames, RANGE};
 
@@ -116,7 +116,7 @@ pub fn dns_answer(data: &[u8]) {
     });
     let synthetic = SyntheticNames::new();
     for audit_refusing in [false, true] {
-        let ask = Ask {
+        let ask = Given {
             policies,
             synthetic: &synthetic,
             audit_refusing,
@@ -183,7 +183,7 @@ pub fn socks_handshake(data: &[u8]) {
                 "{name:?}"
             );
         }
-        let _ = request.dest.authority(request.port);
+        let _ = request.dest.host_text();
         assert_eq!(wire::reply(wire::Reply::NotAllowed, None).len(), 10);
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::{error, json_response, Admin, Body};
 use crate::audit::rfc3339;
 use crate::judgement::approvals::{Decided, Held, Outcome, Pending};
-use crate::judgement::ask::{allowed_now, widen_session};
+use crate::judgement::hold::{allowed_now, widen_session};
 
 /// `GET /v1/approvals`: every pending approval, oldest first.
 pub fn list(admin: &Admin) -> Response<Body> {

@@ -11,18 +11,19 @@ use hickory_proto::rr::rdata::{A, PTR};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 
-use crate::judgement::judge::base_levels;
+use crate::judgement::ask::{Ask, Credentials, Narrowing, What};
+use crate::judgement::judge::decide_now;
 use crate::judgement::refusal::Refusal;
 use crate::judgement::Policies;
 use crate::net::synthetic::SyntheticNames;
-use crate::policy::{decide_any_port, Effective, Host, HostName, Reason, Target, Verdict};
+use crate::policy::{Host, HostName, Reason, Target, Verdict};
 
 /// The TTL of an `A` answer: short, so a client asks again (and is judged again) soon
 /// after a reload narrows the policy.
 pub const TTL: u32 = 60;
 
 /// What [`answer`] reads besides the message.
-pub struct Ask<'a> {
+pub struct Given<'a> {
     pub policies: &'a Policies,
     pub synthetic: &'a SyntheticNames,
     /// The audit log cannot be written and the proxy fails closed.
@@ -31,7 +32,7 @@ pub struct Ask<'a> {
 
 /// What a message came to: the listener counts each, and audits the refusals.
 #[derive(Debug)]
-pub enum Judged {
+pub enum Settled {
     /// An allowed name: its `A` answer, or an empty `NOERROR` for another type; or the
     /// `PTR` answer for a synthetic address handed out (the name it stands for).
     Allowed,
@@ -55,11 +56,11 @@ pub enum Judged {
 #[derive(Debug)]
 pub struct Answer {
     pub message: Option<Vec<u8>>,
-    pub judged: Judged,
+    pub judged: Settled,
 }
 
 /// Answer the DNS message `bytes`.
-pub fn answer(bytes: &[u8], ask: &Ask) -> Answer {
+pub fn answer(bytes: &[u8], given: &Given) -> Answer {
     let request = match Message::from_vec(bytes) {
         Ok(m) => m,
         Err(_) => return unreadable(bytes),
@@ -76,17 +77,11 @@ pub fn answer(bytes: &[u8], ask: &Ask) -> Answer {
     if query.query_class() != DNSClass::IN {
         return refuse(&request, ResponseCode::Refused);
     }
-    if ask.audit_refusing {
-        return Answer {
-            message: reply(&request, query, ResponseCode::ServFail, None),
-            judged: Judged::AuditUnavailable,
-        };
-    }
     if query.query_type() == RecordType::PTR {
-        if let Some(name) = synthetic_reverse(query.name(), ask.synthetic) {
+        if let Some(name) = synthetic_reverse(query.name(), given.synthetic) {
             return Answer {
                 message: reply(&request, query, ResponseCode::NoError, ptr(&name)),
-                judged: Judged::Allowed,
+                judged: Settled::Allowed,
             };
         }
     }
@@ -99,34 +94,39 @@ pub fn answer(bytes: &[u8], ask: &Ask) -> Answer {
             return nxdomain(&request, query, refusal);
         }
     };
-    // Only a refusal names the target (its port is not recorded for a DNS query).
-    let target = || Target {
-        host: Host::Name(name.clone()),
-        port: 0,
+    // The question every listener asks, of a name on any port (its port is not
+    // recorded for a DNS query): a connection without a session would be judged by the
+    // same levels.
+    let asked = Ask {
+        target: Target {
+            host: Host::Name(name.clone()),
+            port: 0,
+        },
+        credentials: Credentials::None,
+        what: What::Name,
+        narrowing: Narrowing::Absent,
+        head_bytes: 0,
+        url: None,
     };
-    let policies = ask.policies;
-    // The same levels a proxied request without a session is judged under.
-    let levels = match base_levels(policies, None, &target()) {
-        Ok(levels) => levels,
-        Err(refusal) => {
-            return Answer {
-                message: reply(&request, query, ResponseCode::ServFail, None),
-                judged: Judged::Denied(refusal),
-            }
+    let servfail = |judged| Answer {
+        message: reply(&request, query, ResponseCode::ServFail, None),
+        judged,
+    };
+    let decision = match decide_now(&asked, given.policies, given.audit_refusing) {
+        Ok(decision) => decision,
+        Err(refusal) if refusal.reason == Reason::AuditUnavailable => {
+            return servfail(Settled::AuditUnavailable)
         }
+        // A `--policy` a reload left widening.
+        Err(refusal) => return servfail(Settled::Denied(refusal)),
     };
-    let eff = Effective {
-        org: &policies.org,
-        levels: &levels,
-    };
-    let decision = decide_any_port(&eff, &name);
     let judged = match decision.verdict {
-        Verdict::Allow => Judged::Allowed,
+        Verdict::Allow => Settled::Allowed,
         Verdict::WouldDeny(reason) => {
-            Judged::WouldDeny(Refusal::from_decision(&decision, reason, &target()))
+            Settled::WouldDeny(Refusal::from_decision(&decision, reason, &asked.target))
         }
         Verdict::Deny(reason) => {
-            let refusal = Refusal::from_decision(&decision, reason, &target());
+            let refusal = Refusal::from_decision(&decision, reason, &asked.target);
             return nxdomain(&request, query, refusal);
         }
     };
@@ -136,7 +136,7 @@ pub fn answer(bytes: &[u8], ask: &Ask) -> Answer {
             judged,
         };
     }
-    match ask.synthetic.address_for(&name) {
+    match given.synthetic.address_for(&name) {
         Some(addr) => Answer {
             message: reply(
                 &request,
@@ -148,7 +148,7 @@ pub fn answer(bytes: &[u8], ask: &Ask) -> Answer {
         },
         None => Answer {
             message: reply(&request, query, ResponseCode::ServFail, None),
-            judged: Judged::Exhausted,
+            judged: Settled::Exhausted,
         },
     }
 }
@@ -216,7 +216,7 @@ fn printable(name: &Name) -> String {
 fn nxdomain(request: &Message, query: &Query, refusal: Refusal) -> Answer {
     Answer {
         message: reply(request, query, ResponseCode::NXDomain, None),
-        judged: Judged::Denied(refusal),
+        judged: Settled::Denied(refusal),
     }
 }
 
@@ -245,7 +245,7 @@ fn refuse(request: &Message, code: ResponseCode) -> Answer {
     let response = Message::error_msg(request.id(), request.op_code(), code);
     Answer {
         message: response.to_vec().ok(),
-        judged: Judged::Malformed,
+        judged: Settled::Malformed,
     }
 }
 
@@ -258,7 +258,7 @@ fn unreadable(bytes: &[u8]) -> Answer {
             let response = Message::error_msg(h.id(), h.op_code(), ResponseCode::FormErr);
             Answer {
                 message: response.to_vec().ok(),
-                judged: Judged::Malformed,
+                judged: Settled::Malformed,
             }
         }
         _ => silent(),
@@ -268,7 +268,7 @@ fn unreadable(bytes: &[u8]) -> Answer {
 fn silent() -> Answer {
     Answer {
         message: None,
-        judged: Judged::Malformed,
+        judged: Settled::Malformed,
     }
 }
 

@@ -42,8 +42,8 @@ fn query(name: &str, qtype: RecordType) -> Vec<u8> {
     m.to_vec().unwrap()
 }
 
-fn ask<'a>(policies: &'a Policies, names: &'a SyntheticNames) -> Ask<'a> {
-    Ask {
+fn ask<'a>(policies: &'a Policies, names: &'a SyntheticNames) -> Given<'a> {
+    Given {
         policies,
         synthetic: names,
         audit_refusing: false,
@@ -68,7 +68,7 @@ fn addresses(m: &Message) -> Vec<Ipv4Addr> {
 fn an_allowed_name_gets_its_synthetic_address() {
     let (p, names) = (standard(), SyntheticNames::new());
     let a = answer(&query("api.test.", RecordType::A), &ask(&p, &names));
-    assert!(matches!(a.judged, Judged::Allowed), "{a:?}");
+    assert!(matches!(a.judged, Settled::Allowed), "{a:?}");
     let m = reply(&a);
     assert_eq!(m.id(), 0x1234);
     assert_eq!(m.message_type(), MessageType::Response);
@@ -114,7 +114,7 @@ fn other_types_of_an_allowed_name_are_empty() {
         RecordType::ANY,
     ] {
         let a = answer(&query("api.test.", qtype), &ask(&p, &names));
-        assert!(matches!(a.judged, Judged::Allowed), "{qtype}");
+        assert!(matches!(a.judged, Settled::Allowed), "{qtype}");
         let m = reply(&a);
         assert_eq!(m.response_code(), ResponseCode::NoError, "{qtype}");
         assert!(m.answers().is_empty(), "{qtype}");
@@ -138,7 +138,7 @@ fn a_synthetic_address_handed_out_gets_a_ptr_to_its_name() {
     ));
     let addr = addresses(&m)[0];
     let a = answer(&query(&reverse(addr), RecordType::PTR), &ask(&p, &names));
-    assert!(matches!(a.judged, Judged::Allowed), "{a:?}");
+    assert!(matches!(a.judged, Settled::Allowed), "{a:?}");
     let m = reply(&a);
     assert_eq!(m.response_code(), ResponseCode::NoError);
     assert_eq!(m.answers().len(), 1, "{m:?}");
@@ -160,7 +160,7 @@ fn other_reverse_names_are_judged_as_names_and_denied() {
         v6.into(),
     ] {
         let a = answer(&query(&name, RecordType::PTR), &ask(&p, &names));
-        assert!(matches!(a.judged, Judged::Denied(_)), "{name}: {a:?}");
+        assert!(matches!(a.judged, Settled::Denied(_)), "{name}: {a:?}");
         assert_eq!(reply(&a).response_code(), ResponseCode::NXDomain, "{name}");
     }
 }
@@ -191,7 +191,7 @@ fn denied_and_invalid_names_get_nxdomain_and_a_refusal() {
             let m = reply(&a);
             assert_eq!(m.response_code(), ResponseCode::NXDomain, "{rule} {qtype}");
             assert!(m.answers().is_empty(), "{rule}");
-            let Judged::Denied(refusal) = a.judged else {
+            let Settled::Denied(refusal) = a.judged else {
                 panic!("{rule}: {:?}", a.judged)
             };
             assert_eq!(refusal.reason.as_str(), *reason, "{rule}");
@@ -204,13 +204,13 @@ fn denied_and_invalid_names_get_nxdomain_and_a_refusal() {
 fn a_refusal_names_the_host_as_judged() {
     let (p, names) = (standard(), SyntheticNames::new());
     let a = answer(&query("EVIL.Test.", RecordType::A), &ask(&p, &names));
-    let Judged::Denied(r) = a.judged else {
+    let Settled::Denied(r) = a.judged else {
         panic!("{:?}", a.judged)
     };
     assert_eq!(r.host, "evil.test");
     assert_eq!(r.level, Some(crate::policy::Level::Org));
     let a = answer(&query("a b|test", RecordType::A), &ask(&p, &names));
-    let Judged::Denied(r) = a.judged else {
+    let Settled::Denied(r) = a.judged else {
         panic!("{:?}", a.judged)
     };
     assert_eq!(r.host, "a\\032b.test", "escaped, printable");
@@ -218,7 +218,7 @@ fn a_refusal_names_the_host_as_judged() {
         &query("b\u{fc}cher|a.b|test", RecordType::A),
         &ask(&p, &names),
     );
-    let Judged::Denied(r) = a.judged else {
+    let Settled::Denied(r) = a.judged else {
         panic!("{:?}", a.judged)
     };
     assert_eq!(r.host, "b\\195\\188cher.a\\046b.test");
@@ -229,14 +229,14 @@ fn the_request_level_is_the_proxy_policy() {
     let names = SyntheticNames::new();
     let p = policies(ORG, Some(&["api.test"]));
     let a = answer(&query("a.example.test.", RecordType::A), &ask(&p, &names));
-    let Judged::Denied(r) = a.judged else {
+    let Settled::Denied(r) = a.judged else {
         panic!("{:?}", a.judged)
     };
     assert_eq!(r.reason, Reason::NotInRequestPolicy);
     // Without --policy, the organization's default (here none: disabled).
     let p = policies(ORG, None);
     let a = answer(&query("api.test.", RecordType::A), &ask(&p, &names));
-    let Judged::Denied(r) = a.judged else {
+    let Settled::Denied(r) = a.judged else {
         panic!("{:?}", a.judged)
     };
     assert_eq!(r.reason, Reason::NetworkDisabled);
@@ -247,7 +247,7 @@ fn report_mode_answers_a_would_be_denial() {
     let names = SyntheticNames::new();
     let p = policies(&format!("mode = \"report\"\n{ORG}"), Some(&["api.test"]));
     let a = answer(&query("evil.test.", RecordType::A), &ask(&p, &names));
-    let Judged::WouldDeny(r) = &a.judged else {
+    let Settled::WouldDeny(r) = &a.judged else {
         panic!("{:?}", a.judged)
     };
     assert_eq!(r.reason, Reason::NotInOrgAllowlist);
@@ -260,13 +260,13 @@ fn report_mode_answers_a_would_be_denial() {
 fn an_unwritable_audit_log_or_a_widening_policy_is_servfail() {
     let names = SyntheticNames::new();
     let p = standard();
-    let refusing = Ask {
+    let refusing = Given {
         audit_refusing: true,
         ..ask(&p, &names)
     };
     for name in ["api.test.", "evil.test."] {
         let a = answer(&query(name, RecordType::A), &refusing);
-        assert!(matches!(a.judged, Judged::AuditUnavailable), "{name}");
+        assert!(matches!(a.judged, Settled::AuditUnavailable), "{name}");
         assert_eq!(reply(&a).response_code(), ResponseCode::ServFail);
     }
     // A --policy the (reloaded) organization does not cover.
@@ -274,7 +274,7 @@ fn an_unwritable_audit_log_or_a_widening_policy_is_servfail() {
     assert!(wide.widening.is_some());
     let a = answer(&query("api.test.", RecordType::A), &ask(&wide, &names));
     assert_eq!(reply(&a).response_code(), ResponseCode::ServFail);
-    let Judged::Denied(r) = a.judged else {
+    let Settled::Denied(r) = a.judged else {
         panic!("{:?}", a.judged)
     };
     assert_eq!(r.reason, Reason::PolicyWidening);
@@ -294,7 +294,7 @@ fn no_address_left_is_servfail() {
         n += 1;
     }
     let a = answer(&query("api.test.", RecordType::A), &ask(&p, &names));
-    assert!(matches!(a.judged, Judged::Exhausted), "{:?}", a.judged);
+    assert!(matches!(a.judged, Settled::Exhausted), "{:?}", a.judged);
     assert_eq!(reply(&a).response_code(), ResponseCode::ServFail);
 }
 
@@ -306,7 +306,7 @@ fn what_is_not_a_query_is_refused_or_dropped() {
     for bytes in [&b""[..], &b"\x12"[..], &b"0123456789a"[..]] {
         let a = answer(bytes, &ask);
         assert!(a.message.is_none(), "{bytes:?}");
-        assert!(matches!(a.judged, Judged::Malformed));
+        assert!(matches!(a.judged, Settled::Malformed));
     }
     // A header, then garbage: FORMERR with the same id.
     let mut cut = query("api.test.", RecordType::A);
@@ -338,6 +338,6 @@ fn what_is_not_a_query_is_refused_or_dropped() {
     let mut chaos = Message::from_vec(&query("version.bind.", RecordType::TXT)).unwrap();
     chaos.queries_mut()[0].set_query_class(DNSClass::CH);
     let a = answer(&chaos.to_vec().unwrap(), &ask);
-    assert!(matches!(a.judged, Judged::Malformed));
+    assert!(matches!(a.judged, Settled::Malformed));
     assert_eq!(reply(&a).response_code(), ResponseCode::Refused);
 }

@@ -34,7 +34,7 @@ use crate::judgement::refusal::Refusal;
 use crate::judgement::{Phase, State};
 use crate::metrics::Outcome;
 use crate::policy::Reason;
-use answer::{answer, Answer, Ask, Judged};
+use answer::{answer, Answer, Given, Settled};
 use recent::Recent;
 
 /// TCP connections served at once; more are closed at once (a stub resolver uses TCP
@@ -257,7 +257,7 @@ impl Listener {
     fn judge(&self, bytes: &[u8], peer: SocketAddr) -> (Option<Vec<u8>>, Option<Record>) {
         let state = &*self.state;
         let policies = state.policies();
-        let ask = Ask {
+        let ask = Given {
             policies: &policies,
             synthetic: &state.synthetic,
             audit_refusing: state.audit.refusing(),
@@ -266,16 +266,16 @@ impl Listener {
         let metrics = &state.metrics;
         let client = || Client::new(peer, Asked::Dns).via(Via::Dns);
         let record = match judged {
-            Judged::Allowed => {
+            Settled::Allowed => {
                 metrics.dns_query(Outcome::Allowed);
                 None
             }
-            Judged::WouldDeny(refusal) => {
+            Settled::WouldDeny(refusal) => {
                 metrics.dns_query(Outcome::WouldDeny(refusal.reason));
                 let first = self.recent.first(peer, &refusal);
                 first.then(|| Record::WouldDeny(client(), refusal))
             }
-            Judged::Denied(refusal) => {
+            Settled::Denied(refusal) => {
                 if self.recent.first(peer, &refusal) {
                     Some(Record::Denied(client(), refusal))
                 } else {
@@ -283,16 +283,16 @@ impl Listener {
                     None
                 }
             }
-            Judged::AuditUnavailable => {
+            Settled::AuditUnavailable => {
                 metrics.dns_query(Outcome::Denied(Reason::AuditUnavailable));
                 None
             }
-            Judged::Exhausted => {
+            Settled::Exhausted => {
                 tracing::warn!("every synthetic address is taken: new allowed names get SERVFAIL");
                 metrics.dns_query(Outcome::Failed);
                 None
             }
-            Judged::Malformed => {
+            Settled::Malformed => {
                 metrics.dns_query(Outcome::Denied(Reason::InvalidRequest));
                 None
             }

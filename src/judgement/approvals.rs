@@ -90,7 +90,7 @@ pub struct Held {
 
 /// What a held request asks for, as the list shows it.
 #[derive(Debug, Clone)]
-pub struct Asked {
+pub struct Wanted {
     pub host: String,
     pub port: u16,
     pub method: String,
@@ -104,7 +104,7 @@ pub struct Asked {
 pub struct Pending {
     pub id: String,
     pub session: Option<Arc<Session>>,
-    pub asked: Asked,
+    pub asked: Wanted,
     pub since: SystemTime,
     pub expires_at: SystemTime,
     deadline: tokio::time::Instant,
@@ -137,7 +137,7 @@ impl Pending {
         self.session.as_deref().map(|s| s.id.as_str())
     }
 
-    fn same(&self, session: Option<&str>, asked: &Asked) -> bool {
+    fn same(&self, session: Option<&str>, asked: &Wanted) -> bool {
         self.session_id() == session
             && self.asked.host == asked.host
             && self.asked.port == asked.port
@@ -198,7 +198,7 @@ impl Approvals {
     pub fn join(
         &self,
         session: Option<&Arc<Session>>,
-        mut asked: Asked,
+        mut asked: Wanted,
         timeout: Duration,
     ) -> Result<Waiter<'_>, Full> {
         let id = session.map(|s| s.id.as_str());

@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::*;
 use crate::session::{MemoryStore, NewSession, Session};
 
-fn asked(host: &str, port: u16) -> Asked {
-    Asked {
+fn asked(host: &str, port: u16) -> Wanted {
+    Wanted {
         host: host.into(),
         port,
         method: "GET".into(),

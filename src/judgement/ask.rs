@@ -1,214 +1,105 @@
-//! The approval step of the judgement (docs/reference/approvals.md): a request that the
-//! organization and `--policy` allow and the session's own policy refuses (for whatever
-//! reason that level gives: `not_in_request_policy`, or `port_not_allowed` for a host
-//! it allows on other ports), under a session created with `"on_deny": "ask"` or,
-//! without a session, under `serve --approval ask`, waits for a reviewer instead of
-//! being refused.
-//!
-//! What a reviewer may let through is decided before anything is held, by the same
-//! decision code as every request: the levels above the session's policy (`--policy`
-//! for a session, none without one) and a policy of the one exact entry
-//! (`HOST:PORT`) must allow it. So nothing the organization denies or does not allow,
-//! and nothing `--policy` refuses a session, is ever held, and an approval can let
-//! through only that destination. An allow is judged again the same way against the
-//! policies in force when it was made: a reload that narrowed them since gets their
-//! refusal, never the approval.
+//! The question every listener asks the judge (docs/reference/answers.md, "Order of
+//! judgement"), in no listener's words: where to, with what credentials, for what (a
+//! tunnel, a request, or a name on any port), and the narrowing the client sent. Each
+//! listener reads its own wire into an [`Ask`]: the explicit proxy from an HTTP head
+//! (`crate::proxy::request`), SOCKS5 from its request (credentials verified during its
+//! handshake), the transparent listener from the original destination, the DNS
+//! listener from a query name. What is judged after that is the same code for all.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::approvals::{self, Outcome};
-use super::approved::Judged;
-use super::judge::{decide_levels, Asking};
-use super::policies::Policies;
-use super::record::{audit_approval, Client};
-use super::refusal::Refusal;
-use super::state::State;
-use crate::policy::{check_narrowing, Decision, Effective, Host, Level, Reason, RequestPolicy};
-use crate::policy::{HostName, Target, Verdict};
-use crate::session::Session;
+use super::approved::Approved;
+use crate::policy::Target;
+use crate::session::{AuthError, Session};
 
-/// What an approval lets through: the decision under the approved entry.
-pub(super) type Allowed = (Decision, Judged);
-
-/// Whether the request may wait for a reviewer, and how long: only a denial by a
-/// request level for `not_in_request_policy` or `port_not_allowed`, by a session (or
-/// proxy) that asks, of a request that did not narrow itself with `X-Network-Policy`.
-/// Whether that level is the session's own (and not `--policy`) is [`ask`]'s check.
-pub(super) fn asks(
-    state: &State,
-    session: &Option<Arc<Session>>,
-    narrowed: bool,
-    decision: &Decision,
-) -> Option<std::time::Duration> {
-    let by_request_level = matches!(
-        decision.verdict,
-        Verdict::Deny(Reason::NotInRequestPolicy | Reason::PortNotAllowed)
-    ) && decision.level == Level::Request;
-    if narrowed || !by_request_level {
-        return None;
-    }
-    match session {
-        Some(s) => s.ask,
-        None => state.approvals.sessionless,
-    }
+/// One question for [`super::judge::judge`].
+pub struct Ask<'a> {
+    /// The destination, already read and checked by the listener.
+    pub target: Target,
+    /// Who asks (step 2 of the order of judgement).
+    pub credentials: Credentials,
+    /// What is asked of the destination.
+    pub what: What<'a>,
+    /// The `X-Network-Policy` the client sent (step 3's input), as it came.
+    pub narrowing: Narrowing<'a>,
+    /// The size of what the client sent to ask (an HTTP head; 0 for a SOCKS5 request
+    /// or a redirected connection), for drawing a fleet-wide budget.
+    pub head_bytes: usize,
+    /// The URL its records give, asked for only when one is written.
+    pub url: Option<&'a (dyn Fn() -> String + Send + Sync)>,
 }
 
-/// What the approval step came to.
-pub(super) enum Asked {
-    /// Not held: refused as without approvals.
-    NotHeld,
-    /// Allowed: decided again under the approved entry, by the policies in force when
-    /// the reviewer decided (what is judged after, the address check, is judged by them).
-    Allowed(Allowed, Arc<Policies>),
-    /// Held and refused: by a reviewer, the timeout, or the policies in force when a
-    /// reviewer allowed it.
-    Refused(Refusal),
+/// The credentials a client presented, as its listener read them.
+pub enum Credentials {
+    /// None presented.
+    None,
+    /// A session id and token, not yet verified.
+    Presented { id: String, token: String },
+    /// Credentials that could not be read (`auth_required`).
+    Unreadable(AuthError),
+    /// A session its listener verified already (SOCKS5's username and password).
+    Verified(Arc<Session>),
 }
 
-/// The approval step, for a request [`asks`] lets wait `timeout`; `decision` is its
-/// refusal without approvals.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn ask(
-    state: &State,
-    client: &Client,
-    policies: &Policies,
-    session: &Option<Arc<Session>>,
-    target: &Target,
-    asking: &Asking<'_>,
-    decision: &Decision,
-    timeout: std::time::Duration,
-) -> Asked {
-    // A name only: an address is allowed by CIDR, never approved.
-    let Host::Name(name) = &target.host else {
-        return Asked::NotHeld;
-    };
-    let entry = format!("{}:{}", name.as_str(), target.port);
-    if approvable(policies, session.is_some(), &entry, target, asking).is_err() {
-        return Asked::NotHeld;
-    }
-    let refused = |why: &str| {
-        let reason = decision.reason().unwrap_or(Reason::NotInRequestPolicy);
-        Refusal::from_decision(decision, reason, target).with_detail(why)
-    };
-    let (method, path) = match *asking {
-        Asking::Tunnel => ("CONNECT".to_string(), None),
-        Asking::Request { method, path } => (method.to_string(), Some(path.to_string())),
-    };
-    let asked = approvals::Asked {
-        host: name.as_str().to_string(),
-        port: target.port,
-        method,
-        path,
-        entry,
-    };
-    let Ok(waiter) = state.approvals.join(session.as_ref(), asked, timeout) else {
-        tracing::warn!(request_id = %client.request_id, "too many requests wait for approval; refused at once");
-        return Asked::Refused(refused(
-            "too many requests are waiting for a reviewer; it was not held",
-        ));
-    };
-    let decided = state.approvals.wait(&waiter).await;
-    let outcome = decided.outcome;
-    let asked = &waiter.pending.asked;
-    let ended = match (outcome, &decided.policies) {
-        (Outcome::AllowOnce | Outcome::AllowSession, Some(now)) => {
-            match approvable(now, session.is_some(), &asked.entry, target, asking) {
-                Ok(allowed) => Asked::Allowed(allowed, now.clone()),
-                Err(refusal) => Asked::Refused(refusal.with_detail(
-                    "a reviewer allowed it, but the policy in force when they decided refuses it",
-                )),
-            }
-        }
-        (Outcome::AllowOnce | Outcome::AllowSession, None) => {
-            Asked::Refused(refused("the approval carried no policy to judge it by"))
-        }
-        (Outcome::Deny, _) => Asked::Refused(refused("a reviewer refused it")),
-        (Outcome::Expired, _) => Asked::Refused(refused("no reviewer decided in time")),
-    };
-    let refusal = match &ended {
-        Asked::Refused(r) => Some(r),
-        _ => None,
-    };
-    Box::pin(audit_approval(
-        state,
-        client,
-        &waiter.pending,
-        outcome,
-        refusal,
-    ))
-    .await;
-    ended
+/// What is asked of the destination.
+pub enum What<'a> {
+    /// A tunnel: bytes both ways, judged by host and port (and, for an inspected host,
+    /// each request read inside).
+    Tunnel,
+    /// One request, judged by its method and path too where rules say so.
+    Request(Request<'a>),
+    /// A name, on any port (a DNS query).
+    Name,
 }
 
-/// The decision an approval of `entry` would give: the levels above the session's
-/// policy and a policy of `entry` alone must allow the request, each narrowing what is
-/// above it. `Err` says why they do not (the organization's or `--policy`'s refusal
-/// first, in the order of judgement): such a request is refused, never held.
-fn approvable(
-    policies: &Policies,
-    in_session: bool,
-    entry: &str,
-    target: &Target,
-    asking: &Asking,
-) -> Result<Allowed, Refusal> {
-    let json = serde_json::json!({"type": "allowlist", "allowed_domains": [entry]});
-    let one = RequestPolicy::from_value(&json, "approval").map_err(|e| {
-        Refusal::new(Reason::InvalidPolicy, target.host.to_string(), target.port)
-            .with_detail(format!("the approved entry {entry} does not load: {e}"))
-    })?;
-    let mut levels: Vec<&RequestPolicy> = Vec::new();
-    if in_session {
-        levels.extend(policies.serve_policy.iter());
-    }
-    let uppers = levels.len();
-    levels.push(&one);
-    let eff = Effective {
-        org: &policies.org,
-        levels: &levels,
-    };
-    let (decision, judged, _) = decide_levels(&eff, target, asking)?;
-    match decision.verdict {
-        Verdict::Allow => {}
-        Verdict::Deny(reason) | Verdict::WouldDeny(reason) => {
-            return Err(Refusal::from_decision(&decision, reason, target));
+/// A request's parts the judgement reads.
+pub struct Request<'a> {
+    /// Its method, as the client sent it.
+    pub method: Method,
+    /// Its path and query (`/` when it has none).
+    pub path: &'a str,
+    /// The body length it declares, if any (the upload budget's step).
+    pub declared_length: Option<u64>,
+    /// A WebSocket handshake, forwarded with its upgrade.
+    pub websocket: bool,
+}
+
+/// A request method's name: a borrowed `'static` name for the standard methods, so
+/// the common request allocates nothing for it.
+pub type Method = Cow<'static, str>;
+
+/// The client's `X-Network-Policy`, as it came.
+#[derive(Clone, Copy)]
+pub enum Narrowing<'a> {
+    /// None sent.
+    Absent,
+    /// One, with this text.
+    One(&'a str),
+    /// One whose bytes are not text.
+    NotText,
+    /// More than one.
+    Several,
+}
+
+/// Where the question is asked: on a connection of its own, or inside an intercepted
+/// tunnel (whose target, session, policies and addresses it keeps).
+#[derive(Clone, Copy)]
+pub enum Scope<'a> {
+    Connection,
+    Inside(&'a Approved),
+}
+
+impl Ask<'_> {
+    /// A tunnel to `target` with `credentials`, no narrowing (SOCKS5, transparent).
+    pub fn tunnel(target: Target, credentials: Credentials) -> Ask<'static> {
+        Ask {
+            target,
+            credentials,
+            what: What::Tunnel,
+            narrowing: Narrowing::Absent,
+            head_bytes: 0,
+            url: None,
         }
     }
-    check_narrowing(&policies.org, &levels[..uppers], &one).map_err(|w| {
-        Refusal::widening(target, &w, "the approved entry widens the policy in force")
-    })?;
-    Ok((decision, judged))
-}
-
-/// Whether the policies in force now still allow approval `pending`'s destination
-/// (host and port, as a tunnel to it is judged): `Err` with their refusal when they do
-/// not. Each held request is judged again by them, its method and path too.
-pub fn allowed_now(policies: &Policies, pending: &approvals::Pending) -> Result<(), Refusal> {
-    let asked = &pending.asked;
-    let host = HostName::parse(&asked.host).map_err(|_| {
-        Refusal::new(Reason::InvalidHost, asked.host.clone(), asked.port)
-            .with_detail("the approval's host does not parse")
-    })?;
-    let target = Target {
-        host: Host::Name(host),
-        port: asked.port,
-    };
-    let in_session = pending.session.is_some();
-    approvable(policies, in_session, &asked.entry, &target, &Asking::Tunnel).map(|_| ())
-}
-
-/// The entry `allow-session` adds to `session`'s policy, checked to stay inside the
-/// policies in force; `Err` says why it cannot.
-pub fn widen_session(
-    policies: &Policies,
-    session: &Session,
-    entry: &str,
-) -> Result<crate::session::SessionPolicy, String> {
-    let current = session.policy();
-    let widened = current
-        .with_entry(entry)
-        .ok_or_else(|| "the session's policy has no allowed_domains to add to".to_string())?;
-    let uppers: Vec<&RequestPolicy> = policies.serve_policy.iter().collect();
-    check_narrowing(&policies.org, &uppers, &widened.compiled)
-        .map_err(|w| format!("the widened policy would widen the policy in force: {w}"))?;
-    Ok(widened)
 }

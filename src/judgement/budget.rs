@@ -17,9 +17,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use hyper::header::{HeaderMap, CONTENT_LENGTH};
-use hyper::{Method, Request};
-
+use super::ask::{Ask, What};
 use super::refusal::Refusal;
 use crate::policy::{Budget, Reason, Target};
 use crate::session::{Held, Leases, StoreError};
@@ -244,17 +242,17 @@ pub fn is_spent(e: &(dyn std::error::Error + 'static)) -> bool {
 /// past what is left, a request or tunnel when nothing is left. What a request's head
 /// costs is known only once it is built for upstream: `crate::proxy::budgeted::admit_head`
 /// takes it then.
-pub(crate) fn admit<B>(
-    req: &Request<B>,
-    allowance: &Allowance,
-    target: &Target,
-) -> Result<(), Refusal> {
+pub(crate) fn admit(ask: &Ask<'_>, allowance: &Allowance) -> Result<(), Refusal> {
     let (Some(budget), Some(left)) = (allowance.budget(), allowance.remaining()) else {
         return Ok(());
     };
-    let refused = if req.method() == Method::CONNECT {
+    let declared = match &ask.what {
+        What::Request(r) => r.declared_length,
+        What::Tunnel | What::Name => None,
+    };
+    let refused = if matches!(ask.what, What::Tunnel) {
         (left == 0).then(|| "the upload budget is spent: no new tunnel opens".to_string())
-    } else if let Some(n) = declared_length(req.headers()).filter(|n| *n > left) {
+    } else if let Some(n) = declared.filter(|n| *n > left) {
         Some(format!(
             "the request body ({n} bytes) is more than the {left} bytes left of the upload budget"
         ))
@@ -263,7 +261,7 @@ pub(crate) fn admit<B>(
     };
     match refused {
         None => Ok(()),
-        Some(why) => Err(refusal(target, budget).with_detail(why)),
+        Some(why) => Err(refusal(&ask.target, budget).with_detail(why)),
     }
 }
 
@@ -275,40 +273,28 @@ const HEAD_MARGIN: u64 = 512;
 /// declared body and its head as received, with [`HEAD_MARGIN`] (docs/scale-out.md, "One
 /// upload budget"). A store that cannot be reached when this replica holds too little
 /// is 503 `session_store_unavailable`: what it holds is spent, never more.
-pub(crate) async fn fill<B>(
-    req: &Request<B>,
+pub(crate) async fn fill(
+    ask: &Ask<'_>,
     allowance: &Allowance,
-    target: &Target,
     max_head: usize,
 ) -> Result<(), Refusal> {
     if !allowance.leased() {
         return Ok(());
     }
-    let body = declared_length(req.headers()).unwrap_or(0);
+    let body = match &ask.what {
+        What::Request(r) => r.declared_length.unwrap_or(0),
+        What::Tunnel | What::Name => 0,
+    };
     // Holding enough for any head (at most `--max-header-bytes`): nothing to add up.
     let most = body.saturating_add(max_head as u64 + HEAD_MARGIN);
     if allowance.remaining().unwrap_or(0) >= most {
         return Ok(());
     }
-    let fields: usize = req
-        .headers()
-        .iter()
-        .map(|(name, value)| name.as_str().len() + value.len() + 4)
-        .sum();
-    let line = req.method().as_str().len() + req.uri().to_string().len() + 13;
-    let need = body.saturating_add((line + fields + 2) as u64 + HEAD_MARGIN);
+    let need = body.saturating_add(ask.head_bytes as u64 + HEAD_MARGIN);
     allowance.fill(need).await.map_err(|_| {
-        Refusal::auth_required(crate::session::AuthError::StoreUnavailable, target)
+        Refusal::auth_required(crate::session::AuthError::StoreUnavailable, &ask.target)
             .with_detail("the session store cannot be reached and this replica holds too little of the upload budget")
     })
-}
-
-/// A request's `Content-Length`, when it declares one that parses.
-pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
 }
 
 /// The refusal `budget` makes: `upload_budget_exceeded`, its rule and level.

@@ -8,163 +8,154 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use hyper::{Request, StatusCode};
-
 use super::approved::{Approved, Judged};
-use super::ask;
+use super::ask::{Ask, Credentials, Narrowing, Scope, What};
 use super::budget;
+use super::hold::{self, Hold};
 use super::policies::Policies;
-use super::record::{audit_would_deny, inspected_url, plain_url, Client};
+use super::record::{audit_would_deny, Client};
 use super::refusal::{Failure, Refusal, Stop};
 use super::request;
 use super::state::State;
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
 use crate::policy::{
-    check_narrowing, decide, decide_request, upload_budget, Budget, Decision, Effective, Host,
-    Http, Reason, RequestPolicy, Verdict,
+    check_narrowing, decide, decide_any_port, decide_request, upload_budget, Budget, Decision,
+    Effective, Host, Http, Reason, RequestPolicy, Verdict,
 };
-use crate::session::{self, AuthError, Session, SessionPolicy};
+use crate::session::{AuthError, Session, SessionPolicy};
 
-/// Judge `req`: Ok with the approved addresses, or why it stops.
-pub async fn judge<B>(req: &Request<B>, state: &State, client: &Client) -> Result<Approved, Stop> {
-    let has_upgrade = request::head_within(req, state.limits.max_header_bytes)?;
-    let target = request::target(req)?;
-    let websocket =
-        has_upgrade && req.method() != hyper::Method::CONNECT && request::upgrade(req, &target)?;
-    refuse_while_unaudited(state, &target)?;
-    let policies = state.policies();
-    let session = credentials(req, state, &target).await?;
+/// Judge `ask`, on a connection of its own or inside an intercepted tunnel: Ok with the
+/// addresses it may go to, or why it stops. Inside a tunnel, the tunnel's target,
+/// session and policies (those its `CONNECT` was decided with) are kept, narrowed by
+/// the `CONNECT`'s `X-Network-Policy` and then the request's own, and the request goes
+/// to the tunnel's checked addresses (docs/reference/inspection.md).
+pub async fn judge(
+    ask: &Ask<'_>,
+    scope: Scope<'_>,
+    state: &State,
+    client: &Client,
+) -> Result<Approved, Stop> {
+    let target = &ask.target;
+    unaudited(state.audit.refusing(), target)?;
+    let (policies, session) = match scope {
+        Scope::Connection => (state.policies(), credentials(ask, state).await?),
+        Scope::Inside(tunnel) => (tunnel.policies.clone(), tunnel.session.clone()),
+    };
     let tag = |r: Refusal| r.in_session(&session);
-    let header = request::header_policy(req.headers(), &target).map_err(tag)?;
+    let header = narrowing(ask.narrowing, target).map_err(tag)?;
     let own = session.as_ref().map(|s| s.policy());
-    if let Some(own) = &own {
-        covered(own, &policies, &target).map_err(tag)?;
-    }
-    let headers = [header.as_deref()];
-    let levels = levels(&policies, own_policy(&own), &headers, &target).map_err(tag)?;
+    let headers = match scope {
+        Scope::Connection => {
+            if let Some(own) = &own {
+                covered(own, &policies, target).map_err(tag)?;
+            }
+            [header.as_deref(), None]
+        }
+        Scope::Inside(tunnel) => [tunnel.header.as_deref(), header.as_deref()],
+    };
+    let (levels, mut decision, mut judged, limit) =
+        decide_under(&policies, own_policy(&own), &headers, ask).map_err(tag)?;
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
     };
-    let asking = Asking::of(req);
-    let (mut decision, mut judged, limit) = decide_levels(&eff, &target, &asking).map_err(tag)?;
     // Set when a reviewer's approval let the request through: the policies they decided by.
     let mut approved_under = None;
-    if let Some(timeout) = ask::asks(state, &session, header.is_some(), &decision) {
-        let asked = ask::ask(
-            state, client, &policies, &session, &target, &asking, &decision, timeout,
+    let held = match scope {
+        Scope::Connection => hold::may_hold(state, &session, header.is_some(), &decision),
+        Scope::Inside(_) => None,
+    };
+    if let Some(timeout) = held {
+        let held = hold::hold(
+            state, client, &policies, &session, target, &ask.what, &decision, timeout,
         );
-        match Box::pin(asked).await {
-            ask::Asked::Allowed(allowed, now) => {
+        match Box::pin(held).await {
+            Hold::Allowed(allowed, now) => {
                 (decision, judged) = allowed;
                 approved_under = Some(now);
             }
-            ask::Asked::Refused(refusal) => return Err(tag(refusal).into()),
-            ask::Asked::NotHeld => {}
+            Hold::Refused(refusal) => return Err(tag(refusal).into()),
+            Hold::NotHeld => {}
         }
     }
-    settle(&decision, &target, &session, state, client, || {
-        plain_url(req)
-    })
-    .await?;
+    settle(&decision, target, &session, state, client, ask.url).await?;
     if matches!(judged, Judged::Intercept) && state.interception.is_none() {
         // Rules that cannot be enforced without reading the requests: refused whole.
-        let refusal = Refusal::from_decision(&decision, Reason::MethodNotAllowed, &target)
+        let refusal = Refusal::from_decision(&decision, Reason::MethodNotAllowed, target)
             .with_detail("this host's rules need its requests read, and the proxy has no --ca");
         return Err(tag(refusal).into());
     }
     // The budget comes last of the policy's judgements, before any lookup.
     let allowance = state.budgets.allowance(session.as_ref(), limit);
-    budget::fill(req, &allowance, &target, state.limits.max_header_bytes)
+    budget::fill(ask, &allowance, state.limits.max_header_bytes)
         .await
         .map_err(tag)?;
-    budget::admit(req, &allowance, &target).map_err(tag)?;
-    let addrs = {
-        // An approved request's addresses are checked by the policies it was approved by.
-        let (now_levels, now_eff);
-        let eff = match &approved_under {
-            Some(now) => {
-                now_levels = self::levels(now, own_policy(&own), &headers, &target).map_err(tag)?;
-                now_eff = Effective {
-                    org: &now.org,
-                    levels: &now_levels,
-                };
-                &now_eff
-            }
-            None => &eff,
-        };
-        checked_addrs(&decision, eff, &session, &target, state).await?
+    budget::admit(ask, &allowance).map_err(tag)?;
+    let (addrs, upstream_tls) = match scope {
+        Scope::Inside(tunnel) => (
+            tunnel.addrs.clone(),
+            Some(Arc::from(tunnel.target.host.to_string())),
+        ),
+        Scope::Connection => {
+            // An approved request's addresses are checked by the policies it was
+            // approved by.
+            let (now_levels, now_eff);
+            let eff = match &approved_under {
+                Some(now) => {
+                    now_levels =
+                        self::levels(now, own_policy(&own), &headers, target).map_err(tag)?;
+                    now_eff = Effective {
+                        org: &now.org,
+                        levels: &now_levels,
+                    };
+                    &now_eff
+                }
+                None => &eff,
+            };
+            let addrs = checked_addrs(&decision, eff, &session, target, state).await?;
+            (addrs, None)
+        }
     };
     drop(levels);
+    let websocket = matches!(&ask.what, What::Request(r) if r.websocket);
     Ok(Approved {
         addrs,
-        target,
+        target: target.clone(),
         decision,
         policies: approved_under.unwrap_or(policies),
         session,
         decided_at: Instant::now(),
-        upstream_tls: None,
-        header,
+        upstream_tls,
+        header: match scope {
+            Scope::Connection => header,
+            Scope::Inside(_) => None,
+        },
         judged,
         budget: allowance,
         websocket,
     })
 }
 
-/// Judge a request read inside an intercepted tunnel (docs/reference/inspection.md):
-/// the tunnel's target, session and policies (those the `CONNECT` was decided with),
-/// narrowed by the `CONNECT`'s `X-Network-Policy` and then the request's own, decided by
-/// the same code as every other request. It goes to the tunnel's checked addresses.
-pub async fn judge_inner<B>(
-    req: &Request<B>,
-    tunnel: &Approved,
-    state: &State,
-    client: &Client,
-) -> Result<Approved, Stop> {
-    let has_upgrade = request::head_within(req, state.limits.max_header_bytes)?;
-    let session = tunnel.session.clone();
-    let tag = |r: Refusal| r.in_session(&session);
-    let target = request::inner_target(req, &tunnel.target).map_err(tag)?;
-    let websocket = has_upgrade && request::upgrade(req, &target).map_err(tag)?;
-    refuse_while_unaudited(state, &target)?;
-    let policies = tunnel.policies.clone();
-    let header = request::header_policy(req.headers(), &target).map_err(tag)?;
-    let headers = [tunnel.header.as_deref(), header.as_deref()];
-    let own = session.as_ref().map(|s| s.policy());
-    let levels = levels(&policies, own_policy(&own), &headers, &target).map_err(tag)?;
-    let eff = Effective {
-        org: &policies.org,
-        levels: &levels,
-    };
-    let (decision, judged, limit) = decide_levels(&eff, &target, &Asking::of(req)).map_err(tag)?;
-    drop(levels);
-    let url = || Some(inspected_url(req, &target));
-    settle(&decision, &target, &session, state, client, url).await?;
-    // The tunnel's session (or the proxy) pays for what each request inside sends.
-    let allowance = state.budgets.allowance(session.as_ref(), limit);
-    budget::fill(req, &allowance, &target, state.limits.max_header_bytes)
-        .await
-        .map_err(tag)?;
-    budget::admit(req, &allowance, &target).map_err(tag)?;
-    Ok(Approved {
-        target,
-        addrs: tunnel.addrs.clone(),
-        decision,
-        policies,
-        session,
-        decided_at: Instant::now(),
-        upstream_tls: Some(Arc::from(tunnel.target.host.to_string())),
-        header: None,
-        judged,
-        budget: allowance,
-        websocket,
-    })
+/// The judgement of a question without credentials that waits for nothing (a DNS
+/// query): the audit check, its narrowing, the levels of a connection without a
+/// session, the decision, by the same steps as [`judge`]'s. Whatever comes after the
+/// decision (a reviewer, a budget, resolving) is not a name's.
+pub fn decide_now(
+    ask: &Ask<'_>,
+    policies: &Policies,
+    audit_refusing: bool,
+) -> Result<Decision, Refusal> {
+    unaudited(audit_refusing, &ask.target)?;
+    let header = narrowing(ask.narrowing, &ask.target)?;
+    let (_, decision, _, _) = decide_under(policies, None, &[header.as_deref(), None], ask)?;
+    Ok(decision)
 }
 
-/// Nothing goes through unrecorded (docs/reference/audit-log.md).
-fn refuse_while_unaudited(state: &State, target: &Target) -> Result<(), Refusal> {
-    if !state.audit.refusing() {
+/// Nothing goes through unrecorded (docs/reference/audit-log.md): while the audit log
+/// cannot be written (`refusing`), every question is refused.
+fn unaudited(refusing: bool, target: &Target) -> Result<(), Refusal> {
+    if !refusing {
         return Ok(());
     }
     let refusal = Refusal::new(
@@ -174,6 +165,26 @@ fn refuse_while_unaudited(state: &State, target: &Target) -> Result<(), Refusal>
     )
     .with_detail("the audit log cannot be written; every request is refused until it can");
     Err(refusal)
+}
+
+/// Levels and decision found by [`decide_under`].
+type Decided<'p> = (Vec<&'p RequestPolicy>, Decision, Judged, Option<Budget>);
+
+/// Steps 3 and 4: the levels (those above the header for `session`, then each
+/// narrowing in order) and the decision under them.
+fn decide_under<'p>(
+    policies: &'p Policies,
+    session: Option<&'p RequestPolicy>,
+    narrowings: &[Option<&'p RequestPolicy>],
+    ask: &Ask<'_>,
+) -> Result<Decided<'p>, Refusal> {
+    let levels = levels(policies, session, narrowings, &ask.target)?;
+    let eff = Effective {
+        org: &policies.org,
+        levels: &levels,
+    };
+    let (decision, judged, limit) = decide_levels(&eff, &ask.target, &ask.what)?;
+    Ok((levels, decision, judged, limit))
 }
 
 /// Step 3: the request levels, then each narrowing header in order, checked to narrow
@@ -200,24 +211,6 @@ fn own_policy(own: &Option<Arc<SessionPolicy>>) -> Option<&RequestPolicy> {
     own.as_deref().map(|p| &p.compiled)
 }
 
-/// What a request asks beyond its destination: a method and a path, or a tunnel.
-pub(super) enum Asking<'r> {
-    Request { method: &'r str, path: &'r str },
-    Tunnel,
-}
-
-impl<'r> Asking<'r> {
-    fn of<B>(req: &'r Request<B>) -> Asking<'r> {
-        match *req.method() {
-            hyper::Method::CONNECT => Asking::Tunnel,
-            ref method => Asking::Request {
-                method: method.as_str(),
-                path: req.uri().path_and_query().map_or("/", |p| p.as_str()),
-            },
-        }
-    }
-}
-
 /// Step 4: the decision under the levels in `eff`. Where an entry matching the destination
 /// has rules (docs/reference/policy-files.md, "Entries with rules"), a request is judged
 /// by its method and normalised path too (a path that does not normalise is
@@ -225,22 +218,26 @@ impl<'r> Asking<'r> {
 pub(super) fn decide_levels(
     eff: &Effective,
     target: &Target,
-    asked: &Asking,
+    what: &What,
 ) -> Result<(Decision, Judged, Option<Budget>), Refusal> {
     // Section 13's budget: the narrowest of the levels in force.
     let budget = upload_budget(eff.org, eff.levels);
+    if let (What::Name, Host::Name(name)) = (what, &target.host) {
+        // A name is allowed where any port of it is.
+        return Ok((decide_any_port(eff, name), Judged::Whole, budget));
+    }
     if !eff.must_intercept(target) {
         return Ok((decide(eff, target), Judged::Whole, budget));
     }
-    match *asked {
-        Asking::Tunnel => Ok((decide(eff, target), Judged::Intercept, budget)),
-        Asking::Request { method, path } => {
-            let path = request::normal_path(path, target)?;
+    match what {
+        What::Tunnel | What::Name => Ok((decide(eff, target), Judged::Intercept, budget)),
+        What::Request(r) => {
+            let path = request::normal_path(r.path, target)?;
             let decision = decide_request(
                 eff,
                 target,
                 &Http {
-                    method,
+                    method: &r.method,
                     path: &path,
                 },
             );
@@ -256,7 +253,7 @@ async fn settle(
     session: &Option<Arc<Session>>,
     state: &State,
     client: &Client,
-    url: impl FnOnce() -> Option<String>,
+    url: Option<&(dyn Fn() -> String + Send + Sync)>,
 ) -> Result<(), Stop> {
     match decision.verdict {
         Verdict::Deny(reason) => Err(Refusal::from_decision(decision, reason, target)
@@ -266,7 +263,7 @@ async fn settle(
             let would = Refusal::from_decision(decision, reason, target).in_session(session);
             // Boxed for the same reason as the denial's record in `crate::proxy::conn`'s
             // `handle`: the wait for room in the audit queue stays out of the hot future.
-            Box::pin(audit_would_deny(state, client, &would, url())).await;
+            Box::pin(audit_would_deny(state, client, &would, url.map(|u| u()))).await;
             Ok(())
         }
         Verdict::Allow => Ok(()),
@@ -294,7 +291,7 @@ async fn checked_addrs(
                     resolved = state.resolver.resolve(name.as_str()).await.map_err(|e| {
                         state.metrics.dns_failures.inc();
                         Stop::Failed(Failure {
-                            status: StatusCode::BAD_GATEWAY,
+                            status: 502,
                             message: format!("cannot resolve {name}: {e}"),
                             detail: None,
                         })
@@ -325,31 +322,48 @@ async fn checked_addrs(
     Ok(addrs)
 }
 
-/// Step 2: the session named by `Proxy-Authorization`, if any. Wrong credentials are
-/// refused even when sessions are optional: a client that offers them expects them used.
-/// A proxy without the admin API has no sessions and leaves the header unjudged.
-/// A store that cannot be reached refuses with `session_store_unavailable` (503): the
+/// Step 2: the session the credentials name, if any. Wrong credentials are refused
+/// even when sessions are optional: a client that offers them expects them used. A
+/// proxy without the admin API has no sessions and leaves credentials unjudged. A store
+/// that cannot be reached refuses with `session_store_unavailable` (503): the
 /// credentials are never taken unverified.
-async fn credentials<B>(
-    req: &Request<B>,
-    state: &State,
-    target: &Target,
-) -> Result<Option<Arc<Session>>, Refusal> {
+async fn credentials(ask: &Ask<'_>, state: &State) -> Result<Option<Arc<Session>>, Refusal> {
     if !state.sessions_enabled {
         return Ok(None);
     }
-    let named = session::credentials(req.headers());
-    let found = match named {
-        Ok(Some((id, token))) => state.sessions.verify(&id, &token).await.map(Some),
-        Ok(None) => Ok(None),
-        Err(why) => Err(why),
+    let found = match &ask.credentials {
+        Credentials::None => Ok(None),
+        Credentials::Presented { id, token } => state.sessions.verify(id, token).await.map(Some),
+        Credentials::Unreadable(why) => Err(*why),
+        // Ended since its listener verified it: as unknown as a deleted session's.
+        Credentials::Verified(session) if session.is_ended() => Err(AuthError::Unknown),
+        Credentials::Verified(session) => Ok(Some(session.clone())),
     };
     match found {
         Ok(None) if state.require_session => {
-            Err(Refusal::auth_required(AuthError::Missing, target))
+            Err(Refusal::auth_required(AuthError::Missing, &ask.target))
         }
         Ok(found) => Ok(found),
-        Err(why) => Err(Refusal::auth_required(why, target)),
+        Err(why) => Err(Refusal::auth_required(why, &ask.target)),
+    }
+}
+
+/// Step 3's input: the client's `X-Network-Policy`, at most one, and it must parse.
+fn narrowing(
+    narrowing: Narrowing<'_>,
+    target: &Target,
+) -> Result<Option<Box<RequestPolicy>>, Refusal> {
+    let invalid = |detail: String| {
+        Refusal::new(Reason::InvalidPolicy, target.host.to_string(), target.port)
+            .with_detail(detail)
+    };
+    match narrowing {
+        Narrowing::Absent => Ok(None),
+        Narrowing::Several => Err(invalid("more than one X-Network-Policy header".into())),
+        Narrowing::NotText => Err(invalid("X-Network-Policy is not ASCII text".into())),
+        Narrowing::One(text) => RequestPolicy::from_json(text, "X-Network-Policy")
+            .map(|policy| Some(Box::new(policy)))
+            .map_err(|e| invalid(e.to_string())),
     }
 }
 

@@ -45,6 +45,7 @@ pub mod approved;
 pub mod ask;
 pub mod budget;
 pub mod client_hello;
+pub mod hold;
 pub mod judge;
 pub mod pending;
 pub mod policies;

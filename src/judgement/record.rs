@@ -5,10 +5,9 @@
 
 use std::net::SocketAddr;
 
-use hyper::{Method, Request, Uri};
-
 use super::approvals::{Outcome as ApprovalOutcome, Pending};
 use super::approved::{Approved, Judged};
+use super::ask::Method;
 use super::refusal::{Refusal, Stop};
 use super::relayed::Relayed;
 use super::state::State;
@@ -30,17 +29,10 @@ pub enum Asked {
 }
 
 impl Asked {
-    pub fn of<B>(req: &Request<B>) -> Asked {
-        match *req.method() {
-            Method::CONNECT => Asked::Connect,
-            ref m => Asked::Request(m.clone()),
-        }
-    }
-
     /// The audit record's `method`: empty when no request was read.
     pub fn method(&self) -> &str {
         match self {
-            Asked::Request(m) => m.as_str(),
+            Asked::Request(m) => m,
             Asked::Connect => "CONNECT",
             Asked::BeforeRequest => "",
             Asked::Dns => "DNS",
@@ -104,20 +96,10 @@ pub fn count_approved(state: &State, client: &Client, approved: &Approved) {
     count(state, client, outcome);
 }
 
-/// The URL of a plain-HTTP request, for the audit record; `None` for `CONNECT`.
-pub fn plain_url<B>(req: &Request<B>) -> Option<String> {
-    (req.method() != Method::CONNECT).then(|| req.uri().to_string())
-}
-
 /// The URL of a request read inside an intercepted tunnel, for the audit record:
 /// `https://` and the tunnel's authority, then the request's path and query (cut as
 /// every recorded URL is).
-pub fn inspected_url<B>(req: &Request<B>, target: &Target) -> String {
-    inspected_url_of(req.uri(), target)
-}
-
-/// [`inspected_url`] from the request's target alone.
-pub fn inspected_url_of(uri: &Uri, target: &Target) -> String {
+pub fn inspected_url(path_and_query: &str, target: &Target) -> String {
     let authority = match target.port {
         443 => target
             .host
@@ -126,8 +108,7 @@ pub fn inspected_url_of(uri: &Uri, target: &Target) -> String {
             .to_string(),
         port => target.host.authority(port),
     };
-    let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    format!("https://{authority}{path}")
+    format!("https://{authority}{path_and_query}")
 }
 
 /// Record a stop of the judgement the same way at every door: a denial counted and

@@ -5,8 +5,6 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use hyper::StatusCode;
-
 use crate::net::dial::DialError;
 use crate::policy::{Decision, Level, Reason, Target, Widening};
 use crate::session::{AuthError, Session};
@@ -126,7 +124,7 @@ impl Refusal {
 /// An allowed destination that could not be reached: not a denial, not audited as one.
 #[derive(Debug, Clone)]
 pub struct Failure {
-    pub status: StatusCode,
+    pub status: u16,
     pub message: String,
     /// What a parent proxy said, when it is the one that failed (the body's `detail`).
     pub detail: Option<String>,
@@ -139,12 +137,12 @@ impl Failure {
         let authority = target.host.authority(target.port);
         match timed_out {
             true => Failure {
-                status: StatusCode::GATEWAY_TIMEOUT,
+                status: 504,
                 message: format!("connecting to {authority} timed out"),
                 detail: None,
             },
             false => Failure {
-                status: StatusCode::BAD_GATEWAY,
+                status: 502,
                 message: format!("cannot connect to {authority}"),
                 detail: None,
             },
@@ -157,7 +155,7 @@ impl Failure {
     pub fn dial(target: &Target, e: &DialError) -> Failure {
         match e {
             DialError::Parent(said) => Failure {
-                status: StatusCode::BAD_GATEWAY,
+                status: 502,
                 message: format!(
                     "cannot reach {} through the parent proxy",
                     target.host.authority(target.port)

@@ -79,7 +79,10 @@ pub fn fail(failure: &Failure, request_id: &str) -> Response<Body> {
     if let Some(detail) = &failure.detail {
         body["error"]["detail"] = json!(detail);
     }
-    json_response(failure.status, body)
+    json_response(
+        StatusCode::from_u16(failure.status).unwrap_or(StatusCode::BAD_GATEWAY),
+        body,
+    )
 }
 
 /// The reason phrase of a refusal's status line, e.g. `Egress denied: not_in_org_allowlist`.

@@ -14,9 +14,10 @@ use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use hyper::header::HeaderMap;
 
 use super::BoxError;
-use crate::judgement::budget::{declared_length, refusal, Allowance, Spent};
+use crate::judgement::budget::{refusal, Allowance, Spent};
 use crate::judgement::refusal::Refusal;
 use crate::policy::Target;
+use crate::proxy::request::declared_length;
 
 /// Take the bytes of a request head built for upstream (`head` bytes, as
 /// [`super::head::wire_len`] counts them), all or nothing, before any of it is sent.

@@ -16,12 +16,13 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::{answer, forward, pool, preflight, tunnel, websocket, Body};
+use super::{answer, forward, pool, preflight, request, tunnel, websocket, Body};
 use crate::audit::Via;
+use crate::judgement::ask::Scope;
 use crate::judgement::judge;
 use crate::judgement::pending::PendingSlot;
 use crate::judgement::record::{
-    audit_refusal, audit_refusal_detached, count_approved, plain_url, record_stop, Asked, Client,
+    audit_refusal, audit_refusal_detached, count_approved, record_stop, Asked, Client,
 };
 use crate::judgement::refusal::{Limit, Refusal, Stop};
 use crate::judgement::request::split_host_port;
@@ -76,7 +77,7 @@ pub(crate) async fn serve_connection(
             Some(_) => Via::Transparent,
         };
         // Made before the work is: hyper may drop the work before it first runs.
-        let client = Client::new(peer, Asked::of(&req)).via(via);
+        let client = Client::new(peer, request::asked(&req)).via(via);
         let unanswered = Unanswered::new(state, client, req.uri());
         handle(req, unanswered, done, upstream)
     });
@@ -188,7 +189,16 @@ fn handle(
     upstream: Arc<pool::Upstream>,
 ) -> impl Future<Output = Result<Response<Body>, Infallible>> {
     async move {
-        let judged = judge::judge(&req, &unanswered.state, unanswered.client()).await;
+        let state = &unanswered.state;
+        let url = || req.uri().to_string();
+        let url: Option<&(dyn Fn() -> String + Send + Sync)> = match req.method() {
+            &hyper::Method::CONNECT => None,
+            _ => Some(&url),
+        };
+        let judged = match request::ask(&req, None, state.limits.max_header_bytes, url) {
+            Ok(ask) => judge::judge(&ask, Scope::Connection, state, unanswered.client()).await,
+            Err(refusal) => Err(refusal.into()),
+        };
         let approved = match judged {
             Ok(approved) => approved,
             // Boxed: the wait for room in the audit queue stays out of every request's
@@ -221,7 +231,7 @@ fn handle(
 async fn stopped(req: &Request<Incoming>, unanswered: Unanswered, stop: Stop) -> Response<Body> {
     let state = &unanswered.state;
     let client = unanswered.client();
-    record_stop(state, client, &stop, || plain_url(req)).await;
+    record_stop(state, client, &stop, || request::plain_url(req)).await;
     answer::stop(&stop, &unanswered.answered().1.request_id)
 }
 

@@ -21,7 +21,7 @@ use super::{answer, Body, BoxError};
 use crate::judgement::approved::Approved;
 use crate::judgement::budget;
 use crate::judgement::record::{
-    audit_allowed, audit_cut, audit_refusal, count_approved, inspected_url_of, Client,
+    audit_allowed, audit_cut, audit_refusal, count_approved, inspected_url, Client,
 };
 use crate::judgement::refusal::{Failure, Refusal};
 use crate::judgement::State;
@@ -272,7 +272,10 @@ async fn refuse(
 pub(super) fn record_url(uri: &Uri, approved: &Approved) -> String {
     match &approved.upstream_tls {
         None => uri.to_string(),
-        Some(_) => inspected_url_of(uri, &approved.target),
+        Some(_) => inspected_url(
+            uri.path_and_query().map_or("/", |p| p.as_str()),
+            &approved.target,
+        ),
     }
 }
 
@@ -306,7 +309,7 @@ pub(super) fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
         SendError::Tls(e) => {
             let target = approved.target.host.authority(approved.target.port);
             Failure {
-                status: StatusCode::BAD_GATEWAY,
+                status: 502,
                 message: format!("TLS with upstream {target} failed: {e}"),
                 detail: None,
             }
@@ -314,7 +317,7 @@ pub(super) fn upstream_failure(e: &SendError, approved: &Approved) -> Failure {
         SendError::Upstream(_) => {
             let target = approved.target.host.authority(approved.target.port);
             Failure {
-                status: StatusCode::BAD_GATEWAY,
+                status: 502,
                 message: format!("upstream failed: {target}"),
                 detail: None,
             }

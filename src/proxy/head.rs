@@ -33,7 +33,7 @@ static HOP_BY_HOP: LazyLock<[HeaderName; 10]> = LazyLock::new(|| {
         TRAILER,
         TRANSFER_ENCODING,
         UPGRADE,
-        HeaderName::from_static(crate::judgement::request::NETWORK_POLICY_HEADER),
+        HeaderName::from_static(crate::proxy::request::NETWORK_POLICY_HEADER),
     ]
 });
 
@@ -212,7 +212,7 @@ fn hop_index(name: &str) -> Option<usize> {
         (10, "connection") => 0,
         (10, "keep-alive") => 1,
         (16, "proxy-connection") => 2,
-        (16, crate::judgement::request::NETWORK_POLICY_HEADER) => 9,
+        (16, crate::proxy::request::NETWORK_POLICY_HEADER) => 9,
         (17, "transfer-encoding") => 7,
         (18, "proxy-authenticate") => 3,
         (19, "proxy-authorization") => 4,

@@ -25,11 +25,12 @@ use tokio_rustls::TlsAcceptor;
 
 use super::h2_limits;
 use super::pool::Upstream;
-use super::{answer, forward, websocket, Body};
+use super::{answer, forward, request, websocket, Body};
 use crate::audit::Via;
 use crate::judgement::approved::Approved;
+use crate::judgement::ask::Scope;
 use crate::judgement::judge;
-use crate::judgement::record::{inspected_url, record_stop, Asked, Client};
+use crate::judgement::record::{record_stop, Client};
 use crate::judgement::relayed::Relayed;
 use crate::judgement::State;
 use crate::net::dial::CheckedAddr;
@@ -178,11 +179,18 @@ where
 async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
     let req = websocket::as_handshake(req);
     let state = inside.state;
-    let client = Client::new(inside.peer, Asked::of(&req))
+    let client = Client::new(inside.peer, request::asked(&req))
         .via(inside.via)
         .within(inside.relayed.clone());
     tracing::debug!(request_id = %client.request_id, host = %inside.tunnel.target.host, method = %req.method(), path = req.uri().path(), "a request inside an intercepted tunnel");
-    match judge::judge_inner(&req, inside.tunnel, state, &client).await {
+    let tunnel = inside.tunnel;
+    let url = || request::inspected_url(&req, &tunnel.target);
+    let max_head = state.limits.max_header_bytes;
+    let judged = match request::ask(&req, Some(&tunnel.target), max_head, Some(&url)) {
+        Ok(ask) => judge::judge(&ask, Scope::Inside(tunnel), state, &client).await,
+        Err(refusal) => Err(refusal.in_session(&tunnel.session).into()),
+    };
+    match judged {
         // Counted by `forward` once its head is paid for.
         Ok(approved) if approved.websocket => {
             let pool = inside.pool.clone();
@@ -197,7 +205,7 @@ async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
         }
         Ok(approved) => forward::forward(req, approved, state.clone(), client, inside.pool).await,
         Err(stop) => {
-            let url = || Some(inspected_url(&req, &inside.tunnel.target));
+            let url = || Some(request::inspected_url(&req, &inside.tunnel.target));
             Box::pin(record_stop(state, &client, &stop, url)).await;
             let answer = answer::stop(&stop, &client.request_id);
             match req.version() {

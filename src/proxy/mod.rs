@@ -35,6 +35,7 @@ pub(crate) mod message;
 pub mod pool;
 pub mod preflight;
 pub mod relay;
+pub(crate) mod request;
 pub(crate) mod sender;
 #[cfg(target_os = "linux")]
 pub mod splice;

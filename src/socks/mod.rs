@@ -1,10 +1,9 @@
 //! The SOCKS5 listener (`--socks-listen`, docs/reference/socks5.md): RFC 1928 with
 //! RFC 1929's username/password, `CONNECT` only. One more door to the same judgement
-//! (docs/ARCHITECTURE.md, "The other doors"): a request for `NAME:PORT` is built into
-//! the `CONNECT NAME:PORT` the explicit proxy would have read, with the session's
-//! credentials as its `Proxy-Authorization`, and judged by `judgement::judge` (same
-//! reasons, levels, budgets, address guard and records, `"via": "socks5"`); an IPv4 or
-//! IPv6 address is an IP destination. An approved tunnel is dialed before the client
+//! (docs/ARCHITECTURE.md, "The other doors"): a request for `NAME:PORT` is asked as a
+//! tunnel to that target, with the session its handshake verified, and judged by
+//! `judgement::judge` (same reasons, levels, budgets, address guard and records,
+//! `"via": "socks5"`); an IPv4 or IPv6 address is an IP destination. An approved tunnel is dialed before the client
 //! is answered, its first bytes are judged by `[tunnels]` before any reaches upstream,
 //! and it is relayed by the explicit proxy's tunnel code (`crate::proxy::tunnel`),
 //! which is why this module sits a layer above `proxy/`.
@@ -22,31 +21,29 @@ pub(crate) mod wire;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use base64::Engine;
-use hyper::header::PROXY_AUTHORIZATION;
-use hyper::{Method, Request};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::audit::Via;
+use crate::judgement::ask::{Ask, Credentials, Scope};
 use crate::judgement::judge;
 use crate::judgement::pending::PendingSlot;
 use crate::judgement::record::{audit_refusal, count_approved, record_stop, Asked, Client};
 use crate::judgement::refusal::{Refusal, Stop};
 use crate::judgement::State;
-use crate::policy::Reason;
+use crate::policy::{Host, Reason, Target};
 use crate::proxy::pool::Upstream;
 use crate::proxy::tunnel::{dial_tunnel, NotOpened};
-use crate::session::AuthError;
+use crate::session::{AuthError, Session};
 use wire::{Bad, Dest, Progress, Reply};
 
 /// What a finished handshake asks for.
 struct Asking {
     request: wire::Request,
-    /// The session's id and token, verified during the handshake.
-    credentials: Option<(String, String)>,
+    /// The session, verified during the handshake.
+    session: Option<Arc<Session>>,
 }
 
 /// Serve one connection accepted on the SOCKS5 listener.
@@ -200,7 +197,7 @@ async fn handshake(stream: &mut TcpStream, peer: SocketAddr, state: &State) -> O
     }
     Some(Asking {
         request,
-        credentials,
+        session: credentials,
     })
 }
 
@@ -210,7 +207,7 @@ async fn sub_negotiate(
     stream: &mut TcpStream,
     peer: SocketAddr,
     state: &State,
-) -> Result<Option<(String, String)>, ()> {
+) -> Result<Option<Arc<Session>>, ()> {
     let before = Asked::BeforeRequest;
     let user_pass = match read_message(stream, wire::parse_user_pass)
         .await
@@ -235,7 +232,7 @@ async fn sub_negotiate(
     let verified = match (text(user_pass.user), text(user_pass.pass)) {
         (Some(id), Some(token)) if !id.contains(':') => {
             match state.sessions.verify(&id, &token).await {
-                Ok(_) => Ok((id, token)),
+                Ok(session) => Ok(session),
                 Err(why) => Err(why),
             }
         }
@@ -266,28 +263,33 @@ async fn sub_negotiate(
     }
 }
 
-/// The `CONNECT` request the explicit proxy would have read for this destination, with
-/// the verified credentials as its `Proxy-Authorization`.
-fn connect_request(asking: &Asking) -> Result<Request<()>, Refusal> {
+/// What a finished handshake asks: a tunnel to its destination, under the session its
+/// handshake verified. A destination that cannot be one (a name with bytes a host name
+/// cannot hold, port 0, a name that does not normalise) is refused as the explicit
+/// proxy refuses its `CONNECT`.
+fn ask(asking: &Asking) -> Result<Ask<'static>, Refusal> {
     let port = asking.request.port;
-    let authority = asking
-        .request
-        .dest
-        .authority(port)
-        .ok_or_else(|| Refusal::malformed("a name with bytes a host name cannot hold"))?;
-    let mut builder = Request::builder().method(Method::CONNECT).uri(&authority);
-    if let Some((id, token)) = &asking.credentials {
-        let basic = base64::engine::general_purpose::STANDARD.encode(format!("{id}:{token}"));
-        builder = builder.header(PROXY_AUTHORIZATION, format!("Basic {basic}"));
+    if port == 0 {
+        return Err(Refusal::malformed("port 0 is not a destination"));
     }
-    builder.body(()).map_err(|e| {
-        Refusal::new(
-            Reason::InvalidRequest,
-            asking.request.dest.host_text(),
-            port,
-        )
-        .with_detail(format!("cannot read `{authority}` as a destination: {e}"))
-    })
+    let host = match &asking.request.dest {
+        Dest::BadName(_) => {
+            return Err(Refusal::malformed(
+                "a name with bytes a host name cannot hold",
+            ))
+        }
+        Dest::V4(ip) => Host::Ip((*ip).into()),
+        Dest::V6(ip) => Host::Ip((*ip).into()),
+        Dest::Name(name) => Host::parse(name).map_err(|e| {
+            Refusal::new(Reason::InvalidHost, name.clone(), port)
+                .with_detail(format!("invalid host: {e}"))
+        })?,
+    };
+    let credentials = match &asking.session {
+        Some(session) => Credentials::Verified(session.clone()),
+        None => Credentials::None,
+    };
+    Ok(Ask::tunnel(Target { host, port }, credentials))
 }
 
 /// Judge the request as `CONNECT`, dial it, answer, and relay.
@@ -300,8 +302,8 @@ async fn connect(
     pool: Arc<Upstream>,
 ) {
     let client = Client::new(peer, Asked::Connect).via(Via::Socks5);
-    let judged = match connect_request(&asking) {
-        Ok(req) => judge::judge(&req, &state, &client).await,
+    let judged = match ask(&asking) {
+        Ok(ask) => judge::judge(&ask, Scope::Connection, &state, &client).await,
         Err(refusal) => Err(Stop::Denied(refusal)),
     };
     let approved = match judged {

@@ -103,16 +103,6 @@ impl Dest {
             Dest::V6(ip) => ip.to_string(),
         }
     }
-
-    /// The authority of the `CONNECT` it is judged as; `None` for a bad name.
-    pub fn authority(&self, port: u16) -> Option<String> {
-        match self {
-            Dest::Name(name) => Some(format!("{name}:{port}")),
-            Dest::BadName(_) => None,
-            Dest::V4(ip) => Some(format!("{ip}:{port}")),
-            Dest::V6(ip) => Some(format!("[{ip}]:{port}")),
-        }
-    }
 }
 
 /// The client's request: a command, a destination and a port.

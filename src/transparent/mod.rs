@@ -32,7 +32,6 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::{Method, Request};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -40,6 +39,7 @@ use tokio::time::Instant;
 use opening::{classify, Opening};
 
 use crate::audit::Via;
+use crate::judgement::ask::{Ask, Credentials, Scope};
 use crate::judgement::client_hello::{MAX_HELLO_BYTES, TLS_HANDSHAKE};
 use crate::judgement::judge;
 use crate::judgement::pending::PendingSlot;
@@ -268,7 +268,8 @@ pub(crate) async fn serve_redirected(
     }
 }
 
-/// Judge a redirected connection as `CONNECT NAME:PORT`, then open its tunnel or close it.
+/// Judge a redirected connection as a tunnel to `NAME:PORT` (or its address), then open
+/// it or close it.
 async fn tunnel_redirected(
     stream: TcpStream,
     peer: SocketAddr,
@@ -297,19 +298,8 @@ async fn tunnel_redirected(
             return;
         }
     }
-    let req = match Request::builder()
-        .method(Method::CONNECT)
-        .uri(redirected.authority())
-        .body(())
-    {
-        Ok(req) => req,
-        Err(e) => {
-            let refusal = Refusal::malformed(format!("unreadable original destination: {e}"));
-            audit_refusal(&state, &client, &refusal, None).await;
-            return;
-        }
-    };
-    let approved = match judge::judge(&req, &state, &client).await {
+    let ask = Ask::tunnel(target, Credentials::None);
+    let approved = match judge::judge(&ask, Scope::Connection, &state, &client).await {
         Ok(approved) => approved,
         Err(stop) => return record_stop(&state, &client, &stop, || None).await,
     };

@@ -10,12 +10,13 @@ use std::net::SocketAddr;
 
 use super::Redirected;
 use crate::audit::Via;
-use crate::judgement::judge::base_levels;
+use crate::judgement::ask::{Ask, Credentials};
+use crate::judgement::judge::{base_levels, decide_now};
 use crate::judgement::record::{audit_refusal, Asked, Client};
 use crate::judgement::refusal::Refusal;
 use crate::judgement::State;
 use crate::net::dial::guard;
-use crate::policy::{decide, Effective, Host, Reason, Target, Verdict};
+use crate::policy::{Effective, Host, Reason, Target, Verdict};
 
 /// Record and refuse a connection whose bytes (`tls`: the start of a ClientHello)
 /// finished no request line or ClientHello before the header timeout or its close.
@@ -42,6 +43,19 @@ pub(super) async fn refuse(state: &State, peer: SocketAddr, redirected: &Redirec
 /// mode relaxes what it relaxes for every request).
 fn destination_refusal(state: &State, target: &Target) -> Option<Refusal> {
     let policies = state.policies();
+    // Asked as the tunnel it would have been, with no credentials; its record is written
+    // by the caller, so the audit log's state is not asked here.
+    let ask = Ask::tunnel(target.clone(), Credentials::None);
+    let decision = match decide_now(&ask, &policies, false) {
+        Ok(decision) => decision,
+        Err(widening) => return Some(widening),
+    };
+    if let Verdict::Deny(reason) = decision.verdict {
+        return Some(Refusal::from_decision(&decision, reason, target));
+    }
+    let Host::Ip(ip) = target.host else {
+        return None;
+    };
     let levels = match base_levels(&policies, None, target) {
         Ok(levels) => levels,
         Err(widening) => return Some(widening),
@@ -49,13 +63,6 @@ fn destination_refusal(state: &State, target: &Target) -> Option<Refusal> {
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
-    };
-    let decision = decide(&eff, target);
-    if let Verdict::Deny(reason) = decision.verdict {
-        return Some(Refusal::from_decision(&decision, reason, target));
-    }
-    let Host::Ip(ip) = target.host else {
-        return None;
     };
     match guard(&eff, ip, &state.own, target.port) {
         Ok(_) => None,

@@ -96,7 +96,7 @@ pub(crate) fn switched_to_ok(head: &mut response::Parts) {
 pub(crate) fn not_opened(target: &Target, why: &str) -> Failure {
     let target = target.host.authority(target.port);
     Failure {
-        status: StatusCode::BAD_GATEWAY,
+        status: 502,
         message: format!("upstream {target} did not open the WebSocket: it {why}"),
         detail: None,
     }
