@@ -1,20 +1,24 @@
 //! The judgement of a request, below every listener: what the explicit proxy
-//! (`crate::proxy`), the transparent listener (`crate::transparent`), the DNS listener
-//! (`crate::dns`) and the admin API (`crate::admin`) share, so that a destination is
-//! judged, recorded and refused the same way whichever door it came through
-//! (docs/reference/answers.md, "Order of judgement"). None of those listeners imports
-//! another's judgement; each imports this module.
+//! (`crate::proxy`), the transparent listener (`crate::transparent`), the SOCKS5
+//! listener (`crate::socks`), the DNS listener (`crate::dns`) and the admin API
+//! (`crate::admin`) share, so that a destination is judged, recorded and refused the
+//! same way whichever door it came through (docs/reference/answers.md, "Order of
+//! judgement"). It speaks no protocol (docs/ARCHITECTURE.md, "One judgement"): each
+//! listener reads its own wire into the same question.
 //!
+//! - [`ask`]: the question ([`ask::Ask`]): target, credentials, what is asked (a tunnel,
+//!   a request, a name on any port), the client's narrowing; and where ([`ask::Scope`]).
 //! - [`policies`]: the policies in force ([`Policies`]), the snapshot a request is
 //!   judged by, swapped whole by a reload.
 //! - [`state`]: what every listener shares ([`State`]): that snapshot, the session store,
 //!   the resolver, the audit log, the limits, the server's [`Phase`].
-//! - [`request`]: reading what a request asks for (its target, the `Host` check, the
-//!   `X-Network-Policy` header).
-//! - [`judge`]: the order of judgement for one request: target, credentials, levels,
-//!   decision, the approval step, the report-mode settlement, the upload budget step, then resolving and
-//!   the address check. It ends in an [`approved::Approved`] or a [`refusal::Stop`].
-//! - [`ask`] and [`approvals`]: the approval step (a refusal a reviewer may lift, held
+//! - [`request`]: the parts every listener shares: `host:port` split, a normalised path.
+//! - [`judge`]: the order of judgement for one question: credentials, narrowing,
+//!   levels, decision, the approval step, the report-mode settlement, the upload budget
+//!   step, then resolving and the address check. It ends in an [`approved::Approved`]
+//!   or a [`refusal::Stop`]. [`judge::decide_now`] is the same steps up to the decision,
+//!   for a listener that cannot wait (DNS).
+//! - [`hold`] and [`approvals`]: the approval step (a refusal a reviewer may lift, held
 //!   until decided) and the pending approvals the admin API lists and decides.
 //! - [`approved`]: what an allowed request hands its listener.
 //! - [`refusal`]: why a request stops ([`refusal::Refusal`], [`refusal::Failure`]).
@@ -29,16 +33,16 @@
 //!
 //! # A new listener
 //!
-//! A listener turns what its client asks into a request the judge reads, calls
-//! [`judge::judge`], and then either records and refuses, or counts and goes on.
-//! The transparent listener's tunnels show the whole of it (`crate::transparent`,
-//! `tunnel_redirected`), and the SOCKS5 listener (`crate::socks`) plugs in the same
-//! way: for a client's `CONNECT NAME:PORT`, build the `CONNECT` request of that
-//! authority, make its [`record::Client`] with `via` set to the listener's
-//! [`crate::audit::Via`], judge it; on a [`refusal::Stop`] record it with
-//! [`record::record_stop`] and answer with SOCKS5's own reply (this module never
-//! writes to a socket); on approval [`record::count_approved`], then judge the first
-//! bytes with [`client_hello::admit`] and relay to the approved, checked addresses.
+//! A listener reads what its client asks into an [`ask::Ask`] (a small adapter of its
+//! own: `crate::proxy::request` for HTTP, `ask` in `crate::socks`), calls
+//! [`judge::judge`], and then either records and refuses, or counts and goes on. The
+//! SOCKS5 listener shows the whole of it: for a client's `CONNECT NAME:PORT`, ask for a
+//! tunnel to that target with the session its handshake verified, make its
+//! [`record::Client`] with `via` set to the listener's [`crate::audit::Via`], judge it; on
+//! a [`refusal::Stop`] record it with [`record::record_stop`] and answer with SOCKS5's own
+//! reply (this module never writes to a socket); on approval [`record::count_approved`],
+//! then judge the first bytes with [`client_hello::admit`] and relay to the approved,
+//! checked addresses.
 
 pub mod approvals;
 pub mod approved;

@@ -338,3 +338,7 @@ async fn connect(
     }
     dialed.relay(stream, done, pool).await
 }
+
+#[cfg(test)]
+#[path = "one_question_tests.rs"]
+mod one_question_tests;

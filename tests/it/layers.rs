@@ -181,3 +181,49 @@ fn the_layer_check_reads_every_spelling_of_an_import() {
     assert_eq!(layers.get("policy"), Some(&0));
     assert_eq!(layers.len(), 4);
 }
+
+/// The external crates a source file refers to among `names`, line comments left out:
+/// `use NAME…` and `NAME::` in code.
+fn crates_used<'a>(source: &str, names: &[&'a str]) -> BTreeSet<&'a str> {
+    let mut used = BTreeSet::new();
+    for line in source.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        for &name in names {
+            let path = format!("{name}::");
+            let found = code.match_indices(&path).any(|(at, _)| {
+                // A path's first segment, not the tail of another (`crate::x::hyper::`).
+                at == 0
+                    || !code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':')
+            });
+            if found || code.trim_start().starts_with(&format!("use {name};")) {
+                used.insert(name);
+            }
+        }
+    }
+    used
+}
+
+/// The judgement speaks no protocol (docs/ARCHITECTURE.md, "One judgement"): every
+/// listener reads its own wire into the judgement's question, so nothing under
+/// `src/judgement/` uses an HTTP library.
+#[test]
+fn the_judgement_imports_no_http_library() {
+    let dir = root().join("src/judgement");
+    let mut files = Vec::new();
+    sources(&dir, &mut files);
+    assert!(files.len() > 5, "src/judgement/ has its files");
+    let protocols = ["hyper", "http", "hyper_util", "http_body_util", "h2"];
+    let found: Vec<String> = files
+        .iter()
+        .filter_map(|file| {
+            let used = crates_used(&std::fs::read_to_string(file).unwrap(), &protocols);
+            (!used.is_empty()).then(|| format!("{}: {used:?}", file.display()))
+        })
+        .collect();
+    assert!(found.is_empty(), "the judgement uses HTTP: {found:#?}");
+    // The reader itself finds each spelling.
+    let sample =
+        "use hyper::Request;\nfn f() { http::StatusCode::OK; }\n// h2::x\nuse crate::x::h2::y;";
+    let used: Vec<&str> = crates_used(sample, &protocols).into_iter().collect();
+    assert_eq!(used, ["http", "hyper"]);
+}
