@@ -107,10 +107,18 @@ pub async fn admit<R: AsyncRead + Unpin>(
     timeout: Duration,
 ) -> Result<Vec<u8>, Refusal> {
     let (first, bytes) = first_bytes(client, upstream, timeout).await;
-    match judge_first_bytes(&first, target, tunnels) {
-        None => Ok(bytes),
+    judge_first(&first, target, tunnels)?;
+    Ok(bytes)
+}
+
+/// The verdict `[tunnels]` gives a tunnel's first bytes, however they were read (from
+/// the tunnel, or peeked by the transparent listener): `Err` with the `sni_mismatch`
+/// refusal (report mode refuses a tunnel's first bytes too: nothing of them is sent).
+pub fn judge_first(first: &FirstBytes, target: &Target, tunnels: &Tunnels) -> Result<(), Refusal> {
+    match judge_first_bytes(first, target, tunnels) {
+        None => Ok(()),
         Some(decision) => match decision.verdict {
-            Verdict::Allow => Ok(bytes),
+            Verdict::Allow => Ok(()),
             Verdict::Deny(reason) | Verdict::WouldDeny(reason) => {
                 Err(Refusal::from_decision(&decision, reason, target))
             }

@@ -31,7 +31,7 @@ use crate::session::{AuthError, Session, SessionPolicy};
 /// the `CONNECT`'s `X-Network-Policy` and then the request's own, and the request goes
 /// to the tunnel's checked addresses (docs/reference/inspection.md).
 pub async fn judge(
-    ask: &Ask<'_>,
+    ask: Ask<'_>,
     scope: Scope<'_>,
     state: &State,
     client: &Client,
@@ -39,7 +39,7 @@ pub async fn judge(
     let target = &ask.target;
     unaudited(state.audit.refusing(), target)?;
     let (policies, session) = match scope {
-        Scope::Connection => (state.policies(), credentials(ask, state).await?),
+        Scope::Connection => (state.policies(), credentials(&ask, state).await?),
         Scope::Inside(tunnel) => (tunnel.policies.clone(), tunnel.session.clone()),
     };
     let tag = |r: Refusal| r.in_session(&session);
@@ -55,7 +55,7 @@ pub async fn judge(
         Scope::Inside(tunnel) => [tunnel.header.as_deref(), header.as_deref()],
     };
     let (levels, mut decision, mut judged, limit) =
-        decide_under(&policies, own_policy(&own), &headers, ask).map_err(tag)?;
+        decide_under(&policies, own_policy(&own), &headers, &ask).map_err(tag)?;
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
@@ -88,10 +88,10 @@ pub async fn judge(
     }
     // The budget comes last of the policy's judgements, before any lookup.
     let allowance = state.budgets.allowance(session.as_ref(), limit);
-    budget::fill(ask, &allowance, state.limits.max_header_bytes)
+    budget::fill(&ask, &allowance, state.limits.max_header_bytes)
         .await
         .map_err(tag)?;
-    budget::admit(ask, &allowance).map_err(tag)?;
+    budget::admit(&ask, &allowance).map_err(tag)?;
     let (addrs, upstream_tls) = match scope {
         Scope::Inside(tunnel) => (
             tunnel.addrs.clone(),
@@ -121,7 +121,7 @@ pub async fn judge(
     let websocket = matches!(&ask.what, What::Request(r) if r.websocket);
     Ok(Approved {
         addrs,
-        target: target.clone(),
+        target: ask.target,
         decision,
         policies: approved_under.unwrap_or(policies),
         session,

@@ -25,18 +25,33 @@ pub fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
             tail => Some((host, Some(parse_port(tail.strip_prefix(':')?)?))),
         };
     }
-    match authority.rsplit_once(':') {
-        Some((host, _)) if host.contains(':') => Some((authority, None)), // bare IPv6
-        Some((host, port)) => Some((host, Some(parse_port(port)?))),
+    // Bytes, not chars: every request's authority passes here.
+    let bytes = authority.as_bytes();
+    match bytes.iter().rposition(|&b| b == b':') {
         None => Some((authority, None)),
+        // A bare IPv6 address: its colons are not a port's.
+        Some(at) if bytes[..at].contains(&b':') => Some((authority, None)),
+        Some(at) => Some((&authority[..at], Some(parse_port(&authority[at + 1..])?))),
     }
 }
 
+/// A port: 1 to 5 ASCII digits, at most 65535 (leading zeros allowed, as `u16`'s
+/// parser allows them).
 fn parse_port(s: &str) -> Option<u16> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+    if s.is_empty() {
         return None;
     }
-    s.parse().ok()
+    let mut port: u32 = 0;
+    for &b in s.as_bytes() {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        port = port * 10 + u32::from(b - b'0');
+        if port > u32::from(u16::MAX) {
+            return None;
+        }
+    }
+    Some(port as u16)
 }
 
 #[cfg(test)]
@@ -57,6 +72,10 @@ mod tests {
             ("a.test:+80", None),
             ("a.test:70000", None),
             ("[::1]x", None),
+            ("a.test:65535", Some(("a.test", Some(65535)))),
+            ("a.test:065535", Some(("a.test", Some(65535)))),
+            ("a.test:65536", None),
+            ("a.test:99999999999999999999", None),
         ];
         for (input, want) in cases {
             assert_eq!(split_host_port(input), *want, "{input}");

@@ -196,7 +196,7 @@ fn handle(
             _ => Some(&url),
         };
         let judged = match request::ask(&req, None, state.limits.max_header_bytes, url) {
-            Ok(ask) => judge::judge(&ask, Scope::Connection, state, unanswered.client()).await,
+            Ok(ask) => judge::judge(ask, Scope::Connection, state, unanswered.client()).await,
             Err(refusal) => Err(refusal.into()),
         };
         let approved = match judged {

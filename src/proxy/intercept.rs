@@ -187,7 +187,7 @@ async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
     let url = || request::inspected_url(&req, &tunnel.target);
     let max_head = state.limits.max_header_bytes;
     let judged = match request::ask(&req, Some(&tunnel.target), max_head, Some(&url)) {
-        Ok(ask) => judge::judge(&ask, Scope::Inside(tunnel), state, &client).await,
+        Ok(ask) => judge::judge(ask, Scope::Inside(tunnel), state, &client).await,
         Err(refusal) => Err(refusal.in_session(&tunnel.session).into()),
     };
     match judged {

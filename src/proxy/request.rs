@@ -264,25 +264,7 @@ pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
 /// A method's name; the standard ones borrowed, so the common request allocates
 /// nothing for it.
 pub(crate) fn method_name(method: &Method) -> ask::Method {
-    let standard = [
-        Method::GET,
-        Method::POST,
-        Method::PUT,
-        Method::DELETE,
-        Method::HEAD,
-        Method::OPTIONS,
-        Method::PATCH,
-        Method::CONNECT,
-        Method::TRACE,
-    ];
-    match standard.iter().find(|m| *m == method) {
-        Some(m) => Cow::Borrowed(static_name(m)),
-        None => Cow::Owned(method.as_str().to_string()),
-    }
-}
-
-fn static_name(method: &Method) -> &'static str {
-    match *method {
+    let name = match *method {
         Method::GET => "GET",
         Method::POST => "POST",
         Method::PUT => "PUT",
@@ -291,8 +273,10 @@ fn static_name(method: &Method) -> &'static str {
         Method::OPTIONS => "OPTIONS",
         Method::PATCH => "PATCH",
         Method::CONNECT => "CONNECT",
-        _ => "TRACE",
-    }
+        Method::TRACE => "TRACE",
+        ref other => return Cow::Owned(other.as_str().to_string()),
+    };
+    Cow::Borrowed(name)
 }
 
 /// What `req` asks, read on a connection of its own (`inside`: `None`) or inside an

@@ -303,7 +303,7 @@ async fn connect(
 ) {
     let client = Client::new(peer, Asked::Connect).via(Via::Socks5);
     let judged = match ask(&asking) {
-        Ok(ask) => judge::judge(&ask, Scope::Connection, &state, &client).await,
+        Ok(ask) => judge::judge(ask, Scope::Connection, &state, &client).await,
         Err(refusal) => Err(Stop::Denied(refusal)),
     };
     let approved = match judged {

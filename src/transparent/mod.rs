@@ -40,15 +40,15 @@ use opening::{classify, Opening};
 
 use crate::audit::Via;
 use crate::judgement::ask::{Ask, Credentials, Scope};
-use crate::judgement::client_hello::{MAX_HELLO_BYTES, TLS_HANDSHAKE};
+use crate::judgement::client_hello::{self, MAX_HELLO_BYTES, TLS_HANDSHAKE};
 use crate::judgement::judge;
 use crate::judgement::pending::PendingSlot;
 use crate::judgement::record::{audit_refusal, count_approved, record_stop, Asked, Client};
 use crate::judgement::refusal::Refusal;
 use crate::judgement::State;
 use crate::net::synthetic::SyntheticNames;
-use crate::policy::{judge_first_bytes, FirstBytes};
-use crate::policy::{Host, HostName, Reason, Target, Verdict};
+use crate::policy::FirstBytes;
+use crate::policy::{Host, HostName, Reason, Target};
 // The one dependency on the HTTP proxy: an HTTP connection is served by its connection
 // code, and a tunnel by its tunnel code (relay, idle watch, interception).
 use crate::proxy::{conn, pool, tunnel};
@@ -299,17 +299,14 @@ async fn tunnel_redirected(
         }
     }
     let ask = Ask::tunnel(target, Credentials::None);
-    let approved = match judge::judge(&ask, Scope::Connection, &state, &client).await {
+    let approved = match judge::judge(ask, Scope::Connection, &state, &client).await {
         Ok(approved) => approved,
         Err(stop) => return record_stop(&state, &client, &stop, || None).await,
     };
     let tunnels = approved.policies.org.tunnels();
-    if let Some(decision) = judge_first_bytes(&first, &approved.target, tunnels) {
-        if let Verdict::Deny(reason) | Verdict::WouldDeny(reason) = decision.verdict {
-            let refusal = Refusal::from_decision(&decision, reason, &approved.target)
-                .in_session(&approved.session);
-            return audit_refusal(&state, &client, &refusal, None).await;
-        }
+    if let Err(refusal) = client_hello::judge_first(&first, &approved.target, tunnels) {
+        let refusal = refusal.in_session(&approved.session);
+        return audit_refusal(&state, &client, &refusal, None).await;
     }
     count_approved(&state, &client, &approved);
     tunnel::open_redirected(stream, approved, state, client, done, pool).await;

@@ -271,4 +271,46 @@ proptest! {
             prop_assert_eq!(HostName::parse(n.as_str()), Ok(n.clone()));
         }
     }
+
+    /// The one-pass path gives exactly the general path's name wherever it answers,
+    /// and leaves every other input (IDNA, numbers, refusals) to it.
+    #[test]
+    fn the_one_pass_path_agrees_with_the_general_one(s in "[a-zA-Z0-9.\\-_Xx]{0,70}") {
+        if let Some(fast) = plain_name(&s) {
+            match general(&s) {
+                Ok(Normalised::Name(slow)) => prop_assert_eq!(fast, slow),
+                Ok(Normalised::Ipv4(ip)) => prop_assert!(false, "{s:?}: fast {fast:?}, general {ip}"),
+                Err(e) => prop_assert!(false, "{s:?}: fast {fast:?}, general {e}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn the_one_pass_path_leaves_what_it_cannot_read_to_the_general_one() {
+    for s in [
+        "xn--bcher-kva.test",
+        "a.XN--x.test",
+        "-a.test",
+        "a-.test",
+        "a..test",
+        "1.2.3.4",
+        "a.0x1f",
+        "a_b.test",
+        ".",
+        "",
+        "a.b.",
+        "A.Test",
+    ] {
+        let fast = plain_name(s);
+        let expected = match s {
+            "a.b." => Some("a.b".to_string()),
+            "A.Test" => Some("a.test".to_string()),
+            _ => None,
+        };
+        assert_eq!(fast, expected, "{s:?}");
+    }
+    let long = format!("{}.test", "a".repeat(64));
+    assert_eq!(plain_name(&long), None);
+    assert!(HostName::parse(&long).is_err());
 }
