@@ -24,6 +24,7 @@ pub mod memory;
 mod policy;
 mod redis_admin;
 mod redis_budget;
+mod redis_holdings;
 mod redis_record;
 pub mod redis_store;
 mod redis_sync;

@@ -50,3 +50,11 @@ pub enum Judged {
     /// A tunnel whose requests must be judged one by one (intercepted).
     Intercept,
 }
+
+/// Where the question is asked: on a connection of its own, or inside an intercepted
+/// tunnel (whose target, session, policies and addresses it keeps).
+#[derive(Clone, Copy)]
+pub enum Scope<'a> {
+    Connection,
+    Inside(&'a Approved),
+}

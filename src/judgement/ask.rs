@@ -4,12 +4,12 @@
 //! listener reads its own wire into an [`Ask`]: the explicit proxy from an HTTP head
 //! (`crate::proxy::request`), SOCKS5 from its request (credentials verified during its
 //! handshake), the transparent listener from the original destination, the DNS
-//! listener from a query name. What is judged after that is the same code for all.
+//! listener from a query name. What is judged after that is the same code for all;
+//! where it is asked is [`super::approved::Scope`].
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::approved::Approved;
 use crate::policy::Target;
 use crate::session::{AuthError, Session};
 
@@ -80,14 +80,6 @@ pub enum Narrowing<'a> {
     NotText,
     /// More than one.
     Several,
-}
-
-/// Where the question is asked: on a connection of its own, or inside an intercepted
-/// tunnel (whose target, session, policies and addresses it keeps).
-#[derive(Clone, Copy)]
-pub enum Scope<'a> {
-    Connection,
-    Inside(&'a Approved),
 }
 
 impl Ask<'_> {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use super::approvals::{self, Outcome};
 use super::approved::Judged;
 use super::ask::What;
-use super::judge::decide_levels;
+use super::decide::decide_levels;
 use super::policies::Policies;
 use super::record::{audit_approval, Client};
 use super::refusal::Refusal;

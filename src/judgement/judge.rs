@@ -8,20 +8,19 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::approved::{Approved, Judged};
-use super::ask::{Ask, Credentials, Narrowing, Scope, What};
+use super::approved::{Approved, Judged, Scope};
+use super::ask::{Ask, Credentials, Narrowing, What};
 use super::budget;
+use super::decide::decide_levels;
 use super::hold::{self, Hold};
 use super::policies::Policies;
 use super::record::{audit_would_deny, Client};
 use super::refusal::{Failure, Refusal, Stop};
-use super::request;
 use super::state::State;
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
 use crate::policy::{
-    check_narrowing, decide, decide_any_port, decide_request, upload_budget, Budget, Decision,
-    Effective, Host, Http, Reason, RequestPolicy, Verdict,
+    check_narrowing, Budget, Decision, Effective, Host, Reason, RequestPolicy, Verdict,
 };
 use crate::session::{AuthError, Session, SessionPolicy};
 
@@ -209,41 +208,6 @@ fn levels<'a>(
 /// The compiled policy of a session's snapshot, if any.
 fn own_policy(own: &Option<Arc<SessionPolicy>>) -> Option<&RequestPolicy> {
     own.as_deref().map(|p| &p.compiled)
-}
-
-/// Step 4: the decision under the levels in `eff`. Where an entry matching the destination
-/// has rules (docs/reference/policy-files.md, "Entries with rules"), a request is judged
-/// by its method and normalised path too (a path that does not normalise is
-/// `invalid_request`), and a tunnel is marked for interception.
-pub(super) fn decide_levels(
-    eff: &Effective,
-    target: &Target,
-    what: &What,
-) -> Result<(Decision, Judged, Option<Budget>), Refusal> {
-    // Section 13's budget: the narrowest of the levels in force.
-    let budget = upload_budget(eff.org, eff.levels);
-    if let (What::Name, Host::Name(name)) = (what, &target.host) {
-        // A name is allowed where any port of it is.
-        return Ok((decide_any_port(eff, name), Judged::Whole, budget));
-    }
-    if !eff.must_intercept(target) {
-        return Ok((decide(eff, target), Judged::Whole, budget));
-    }
-    match what {
-        What::Tunnel | What::Name => Ok((decide(eff, target), Judged::Intercept, budget)),
-        What::Request(r) => {
-            let path = request::normal_path(r.path, target)?;
-            let decision = decide_request(
-                eff,
-                target,
-                &Http {
-                    method: &r.method,
-                    path: &path,
-                },
-            );
-            Ok((decision, Judged::Path(path), budget))
-        }
-    }
 }
 
 /// A denial stops here; a denial report mode lets through is recorded and goes on.

@@ -18,6 +18,8 @@
 //!   step, then resolving and the address check. It ends in an [`approved::Approved`]
 //!   or a [`refusal::Stop`]. [`judge::decide_now`] is the same steps up to the decision,
 //!   for a listener that cannot wait (DNS).
+//! - [`decide`]: step 4, the decision under the levels (by host and port, or by
+//!   method and path where rules say so).
 //! - [`hold`] and [`approvals`]: the approval step (a refusal a reviewer may lift, held
 //!   until decided) and the pending approvals the admin API lists and decides.
 //! - [`approved`]: what an allowed request hands its listener.
@@ -49,6 +51,7 @@ pub mod approved;
 pub mod ask;
 pub mod budget;
 pub mod client_hello;
+pub mod decide;
 pub mod hold;
 pub mod judge;
 pub mod pending;

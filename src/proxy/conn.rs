@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use super::{answer, forward, pool, preflight, request, tunnel, websocket, Body};
 use crate::audit::Via;
-use crate::judgement::ask::Scope;
+use crate::judgement::approved::Scope;
 use crate::judgement::judge;
 use crate::judgement::pending::PendingSlot;
 use crate::judgement::record::{

@@ -28,7 +28,7 @@ use super::pool::Upstream;
 use super::{answer, forward, request, websocket, Body};
 use crate::audit::Via;
 use crate::judgement::approved::Approved;
-use crate::judgement::ask::Scope;
+use crate::judgement::approved::Scope;
 use crate::judgement::judge;
 use crate::judgement::record::{record_stop, Client};
 use crate::judgement::relayed::Relayed;

@@ -12,8 +12,8 @@
 
 use std::path::Path;
 
+use super::binds::{bind, rbind, tmpfs};
 use super::mount_attr;
-use super::mounts::{bind, rbind, tmpfs};
 
 /// Made like the host's `/dev` ones when it has them.
 const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];

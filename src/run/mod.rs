@@ -14,6 +14,8 @@
 pub mod rules;
 
 #[cfg(target_os = "linux")]
+mod binds;
+#[cfg(target_os = "linux")]
 mod covers;
 #[cfg(target_os = "linux")]
 mod devices;

@@ -24,6 +24,7 @@ use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::unistd::{chdir, pivot_root};
 
+use super::binds::{bind, rbind, tmpfs};
 use super::{devices, mount_attr};
 
 /// The jail's `/etc/resolv.conf`: queries to port 53 of any address reach the proxy's
@@ -127,24 +128,6 @@ fn hardened() -> MsFlags {
 
 fn mkdir(path: &Path) -> Result<()> {
     std::fs::create_dir_all(path).map_err(|e| format!("mkdir {}: {e}", path.display()))
-}
-
-pub(super) fn tmpfs(path: &Path, options: &str) -> Result<()> {
-    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    mount(Some("tmpfs"), path, Some("tmpfs"), flags, Some(options))
-        .map_err(|e| format!("mount tmpfs on {}: {e}", path.display()))
-}
-
-pub(super) fn bind(from: &Path, to: &Path) -> Result<()> {
-    mount(Some(from), to, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-        .map_err(|e| format!("bind {} on {}: {e}", from.display(), to.display()))
-}
-
-/// Bind `from` with every mount below it.
-pub(super) fn rbind(from: &Path, to: &Path) -> Result<()> {
-    let flags = MsFlags::MS_BIND | MsFlags::MS_REC;
-    mount(Some(from), to, None::<&str>, flags, None::<&str>)
-        .map_err(|e| format!("bind {} on {}: {e}", from.display(), to.display()))
 }
 
 /// Bind `path` on itself, then make that mount read-only.

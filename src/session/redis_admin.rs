@@ -128,21 +128,3 @@ impl RedisStore {
         Ok(())
     }
 }
-
-/// Puts the policy the store holds for `s` (its JSON text) in force here when it is not
-/// the one in force. A text this proxy cannot read leaves the copy as it is (logged).
-pub(super) fn refresh_policy(s: &Session, text: &str) {
-    let Ok(json) = serde_json::from_str::<serde_json::Value>(text) else {
-        tracing::error!(session = %s.id, "the session store holds a policy this proxy cannot read; the copy here stays in force");
-        return;
-    };
-    if s.policy().json == json {
-        return;
-    }
-    match RequestPolicy::from_value(&json, "network_policy") {
-        Ok(compiled) => s.set_policy(SessionPolicy::new(compiled, json)),
-        Err(e) => {
-            tracing::error!(session = %s.id, error = %e, "the session store holds a policy this proxy cannot compile; the copy here stays in force");
-        }
-    }
-}

@@ -25,7 +25,7 @@ use std::time::Duration;
 use super::held::{Held, Leases};
 use super::lease::{MAX_RESERVE, MAX_SLICE, MIN_SLICE, RESERVE_DIVISOR, SLICE_DIVISOR};
 use super::redis_store::RedisStore;
-use super::{now_ms, BoxFuture, Store, StoreError, MAX_IDLE_SECS};
+use super::{BoxFuture, Store, StoreError, MAX_IDLE_SECS};
 
 /// A reserve not refreshed for this long comes back to the fleet: a replica killed
 /// loses its reserve for at most this.
@@ -121,61 +121,6 @@ fn keys(id: &str, me: &str) -> [String; 3] {
 /// The key of the bytes sent through every replica for session `id`.
 pub(super) fn uploaded_key(id: &str) -> String {
     format!("{}uploaded", base(id))
-}
-
-/// This replica's holdings, by session id, then budget (a session has one, or a few
-/// while a narrower budget is in force for some of its requests).
-#[derive(Default)]
-pub struct Holdings {
-    by_id: std::sync::Mutex<HashMap<String, Vec<Slot>>>,
-}
-
-struct Slot {
-    /// The budget it is drawn under; `None`: counted only, never drawn.
-    budget: Option<u64>,
-    held: Arc<Held>,
-    /// Spent through this replica and added to the fleet's `uploaded` key.
-    reported: u64,
-    refreshed_ms: u64,
-}
-
-impl Holdings {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Slot>>> {
-        self.by_id.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn slot(&self, id: &str, budget: Option<u64>, held: Option<&Arc<Held>>) -> Arc<Held> {
-        let mut by_id = self.lock();
-        // The request path: found, without making a key.
-        if let Some(slot) = by_id
-            .get(id)
-            .and_then(|v| v.iter().find(|s| s.budget == budget))
-        {
-            return slot.held.clone();
-        }
-        let held = held.cloned().unwrap_or_else(|| {
-            let held = Arc::new(Held::default());
-            held.used_ms.store(now_ms(), Ordering::Relaxed);
-            held
-        });
-        by_id.entry(id.to_string()).or_default().push(Slot {
-            budget,
-            held: held.clone(),
-            reported: 0,
-            refreshed_ms: now_ms(),
-        });
-        held
-    }
-
-    /// Bytes spent here and not yet reported to the fleet, for session `id`.
-    pub(super) fn unreported(&self, id: &str) -> u64 {
-        self.lock().get(id).map_or(0, |slots| {
-            slots
-                .iter()
-                .map(|s| s.held.spent().saturating_sub(s.reported))
-                .sum()
-        })
-    }
 }
 
 impl RedisStore {

@@ -22,8 +22,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, FromRedisValue, RedisResult};
 use tokio::sync::Notify;
 
-use super::redis_admin::refresh_policy;
-use super::redis_record::{self as record, key, plausible_id, CHANNEL};
+use super::redis_record::{self as record, key, plausible_id, refresh_policy, CHANNEL};
 use super::store::{Admit, Revoked};
 use super::{
     count_end, hash_token, memory::view, now_ms, random_hex, AuthError, BoxFuture, CreateError,
@@ -77,7 +76,7 @@ pub struct RedisStore {
     /// restarted replica never takes over a dead one's reserves.
     pub(super) replica: String,
     /// What this replica holds of each session's upload budget.
-    pub(super) holdings: super::redis_budget::Holdings,
+    pub(super) holdings: super::redis_holdings::Holdings,
     /// When this replica last set its tunnel counts, and the sessions it set.
     pub(super) tunnels_refreshed: AtomicU64,
     pub(super) tunnels_counted: Mutex<std::collections::HashSet<String>>,
@@ -85,8 +84,9 @@ pub struct RedisStore {
 
 impl RedisStore {
     /// Connect lazily to `url` (the first call connects; a store that is down at start
-    /// is an outage like any other) and start listening for ended sessions.
-    pub fn start(
+    /// is an outage like any other). `RedisStore::start` (`super::redis_sync`) also
+    /// starts listening for ended sessions.
+    pub(super) fn connect(
         url: &str,
         timeout: Duration,
         metrics: Arc<Metrics>,
@@ -114,7 +114,6 @@ impl RedisStore {
             tunnels_refreshed: AtomicU64::new(0),
             tunnels_counted: Mutex::default(),
         });
-        tokio::spawn(super::redis_sync::listen(Arc::downgrade(&store)));
         Ok(store)
     }
 

@@ -12,7 +12,22 @@ use futures_util::StreamExt;
 
 use super::redis_record::{key, parse_message, CHANNEL};
 use super::redis_store::{refresh_interval, RedisStore, EVICT_AFTER};
-use super::{now_ms, Ended, Session, Store};
+use super::{now_ms, Ended, Session, Store, StoreError};
+use crate::metrics::Metrics;
+
+impl RedisStore {
+    /// Connect lazily to `url` (the first call connects; a store that is down at start
+    /// is an outage like any other) and start listening for ended sessions.
+    pub fn start(
+        url: &str,
+        timeout: Duration,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<RedisStore>, StoreError> {
+        let store = RedisStore::connect(url, timeout, metrics)?;
+        tokio::spawn(listen(Arc::downgrade(&store)));
+        Ok(store)
+    }
+}
 
 /// How often the store is pinged when nothing else asks it (for `/healthz`).
 const PING_EVERY: Duration = Duration::from_secs(1);

@@ -27,7 +27,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::audit::Via;
-use crate::judgement::ask::{Ask, Credentials, Scope};
+use crate::judgement::approved::Scope;
+use crate::judgement::ask::{Ask, Credentials};
 use crate::judgement::judge;
 use crate::judgement::pending::PendingSlot;
 use crate::judgement::record::{audit_refusal, count_approved, record_stop, Asked, Client};

@@ -39,7 +39,8 @@ use tokio::time::Instant;
 use opening::{classify, Opening};
 
 use crate::audit::Via;
-use crate::judgement::ask::{Ask, Credentials, Scope};
+use crate::judgement::approved::Scope;
+use crate::judgement::ask::{Ask, Credentials};
 use crate::judgement::client_hello::{self, MAX_HELLO_BYTES, TLS_HANDSHAKE};
 use crate::judgement::judge;
 use crate::judgement::pending::PendingSlot;

@@ -25,11 +25,13 @@
 //! Unix datagram sockets, which could send to a path without `connect`, cannot be made in
 //! the jail (the jail's seccomp table refuses them), so `connect` is the one door.
 
+mod allow;
 mod diag;
 pub mod filter;
 mod notify;
 mod resolve;
 mod supervise;
 
+pub use allow::AllowUnix;
 pub use diag::Diag;
-pub use supervise::{AllowUnix, Supervisor};
+pub use supervise::Supervisor;

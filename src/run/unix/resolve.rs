@@ -11,9 +11,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use super::allow::AllowUnix;
 use super::diag::{Diag, FileId};
 use super::notify;
-use super::supervise::AllowUnix;
 
 fn check(rc: libc::c_int) -> io::Result<()> {
     if rc < 0 {
