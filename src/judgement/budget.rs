@@ -309,10 +309,8 @@ pub(crate) fn refusal(target: &Target, budget: Budget) -> Refusal {
     refusal
 }
 
-#[path = "budgets.rs"]
 mod budgets;
 pub use budgets::Budgets;
 
 #[cfg(test)]
-#[path = "budget_tests.rs"]
 mod tests;

@@ -341,5 +341,4 @@ async fn connect(
 }
 
 #[cfg(test)]
-#[path = "one_question_tests.rs"]
 mod one_question_tests;

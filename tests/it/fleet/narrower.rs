@@ -3,7 +3,7 @@
 //! is held to it, although the replica holds plenty of the session's wider budget.
 //! Counted on the origin's side.
 
-use crate::fleet_budget::Fleet;
+use crate::fleet::budget::Fleet;
 use crate::support::client::{request_bytes, Conn, Response};
 
 /// A `POST` of `len` bytes through replica 0 under `session`, with `extra` headers.
@@ -49,7 +49,7 @@ async fn a_narrower_request_budget_is_kept_across_the_fleet() {
         );
         assert_eq!(resp.json()["error"]["reason"], "upload_budget_exceeded");
     }
-    crate::fleet_budget::settle().await;
+    crate::fleet::budget::settle().await;
     assert_eq!(
         fleet.received(),
         before,

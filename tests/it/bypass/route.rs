@@ -1,7 +1,7 @@
 //! The attacker's view, part 2 (issue 5): where an allowed request may land. Another
 //! port of an allowed name, and an allowed name resolving to a blocked address (pinned,
 //! by DNS rebinding, or mixed into one answer). Loops and chained proxies are in
-//! `bypass_loop`.
+//! `bypass::looping`.
 //!
 //! "Allowed address first, blocked later" is modelled on loopback only: the org opens
 //! `127.0.0.2/32` (an origin listens there) and `127.0.0.1` is the blocked address,

@@ -1,11 +1,16 @@
 //! The attacker's view, part 1 (issue 5): every spelling trick on the request target.
 //! Literal IPs in lenient and wrapped forms, and names in other case, with a trailing
 //! dot, percent-encoded or in Unicode. The request line itself (userinfo, `Host`,
-//! CR/LF in a `CONNECT` target) is in `bypass_request`.
+//! CR/LF in a `CONNECT` target) is in `bypass::request`.
 //!
 //! Each test sends the bytes an attacker would, then checks three things: the answer
 //! refuses with the expected reason, no origin saw a connection, and the audit log holds
 //! exactly one `egress.denied` line per attempt.
+
+pub(crate) mod looping;
+pub(crate) mod request;
+pub(crate) mod route;
+pub(crate) mod tls;
 
 use crate::support::client::{connect_via_proxy, get_via_proxy, send_raw, Response};
 use crate::support::expect::{assert_denials_logged, assert_refused_as_one_of};

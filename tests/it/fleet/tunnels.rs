@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::fleet_budget::{refused, write, Fleet};
+use crate::fleet::budget::{refused, write, Fleet};
 use crate::support::expect::{assert_denied_response, Denial};
 
 /// `open_tunnels` as replica `i` reports it, once it is `want` (within 8 s: a closed

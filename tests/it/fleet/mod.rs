@@ -3,6 +3,12 @@
 //! `redis-server`; with the memory store, A and B are the same proxy, and every test
 //! here must pass for it too.
 
+pub(crate) mod budget;
+pub(crate) mod loss;
+pub(crate) mod narrower;
+pub(crate) mod outage;
+pub(crate) mod tunnels;
+
 use std::time::{Duration, Instant};
 
 use serde_json::Value;

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::fleet_budget::{refused, settle, write, Fleet};
+use crate::fleet::budget::{refused, settle, write, Fleet};
 use crate::support::expect::{assert_denied_response, Denial};
 
 #[tokio::test]
