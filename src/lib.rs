@@ -5,9 +5,10 @@
 //! # Public API
 //!
 //! What the binary, the benches and the fuzz targets use: [`cli`] (the argument types),
-//! [`config`] (each command's validated configuration), [`serve::run`], [`check::run`],
-//! [`lint`], [`review`], [`diff`], the pure [`policy`] core, and `fuzzing` behind its
-//! feature. Everything else is `pub(crate)`.
+//! [`config`] (each command's validated configuration), the commands' modules
+//! ([`serve`], [`run`], [`check`], [`lint`], [`review`], [`diff`], [`watch`]), [`tls`]
+//! (`ca init`'s CA, which the tests use too), the pure [`policy`] core, and `fuzzing`
+//! behind its feature. Everything else is `pub(crate)`.
 //!
 //! # Layout
 //!
@@ -25,9 +26,10 @@
 //! - [`policy`]: the pure policy core, the `egress-policy` crate (`crates/policy/`): raw
 //!   file shapes, compiling, host names and patterns, the narrowing relation, the
 //!   decision, shared hosting, address classes.
-//! - `judgement`: the judgement below every listener: the policies in force, the state
-//!   the listeners share, the order of judgement for one request, refusals, and the
-//!   audit records and counts of a decision. Where a new listener plugs in.
+//! - `judgement`: the judgement below every listener, which speaks no protocol: the
+//!   question every listener asks (`Ask`), the policies in force, the state the
+//!   listeners share, the order of judgement, refusals, and the audit records and counts
+//!   of a decision. Where a new listener plugs in.
 //! - `workers`: the accept side: worker threads (a runtime each) accepting on the proxy,
 //!   transparent and SOCKS5 listeners.
 //! - `proxy`: the explicit HTTP proxy: connections, answers, HTTP forwarding, `CONNECT`
@@ -36,7 +38,8 @@
 //! - `transparent`: the transparent listener (`--transparent-listen`): redirected
 //!   connections judged by their original destination and their first bytes.
 //! - `socks`: the SOCKS5 listener (`--socks-listen`): the handshake's pure parsers,
-//!   each `CONNECT` judged as the explicit proxy's, relayed by its tunnel code.
+//!   each `CONNECT` asked as a tunnel, as the explicit proxy's is, relayed by its tunnel
+//!   code.
 //! - `dns`: the DNS listener of confinement (`--dns-listen`): answers from the policy
 //!   alone, synthetic addresses for allowed names, `NXDOMAIN` and an audit record for
 //!   denied ones.
@@ -73,10 +76,11 @@
 //!   points of the fuzz targets in `fuzz/`, and the replay of their corpus.
 
 // No unsafe code, except in `proxy::splice` (splice(2), its pipe and a socket option),
-// `run::mount_attr` (mount_setattr(2)), `run::pty` and `run::session` (terminal
-// ioctls, the steps between fork and exec), and `run::launch`'s close_range(2) of the
-// caller's descriptors: those allow it, and say in a `SAFETY:` comment on each block
-// why it is sound.
+// `run::mount_attr` (mount_setattr(2)), `run::pty`, `run::jail` and `run::session`
+// (terminal ioctls, the steps between fork and exec, close_range(2) of the caller's
+// descriptors), and `run::unix` (the seccomp notifications of CMD's `connect`, their
+// ioctls, `pidfd_getfd`, `process_vm_readv` and `sock_diag`): those allow it, and say in
+// a `SAFETY:` comment on each block why it is sound.
 #![deny(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 

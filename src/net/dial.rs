@@ -35,7 +35,8 @@ pub fn guard(
 }
 
 impl CheckedAddr {
-    /// Marks `addr` as approved without judging it: for this module's tests only.
+    /// Marks `addr` as approved without judging it: for the crate's unit tests only
+    /// (`cfg(test)`: the pool's and the parent proxy's tests dial a test origin with it).
     #[cfg(test)]
     pub(crate) fn unchecked_for_test(addr: SocketAddr) -> CheckedAddr {
         CheckedAddr(addr)
