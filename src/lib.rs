@@ -90,6 +90,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod diff;
+pub(crate) mod dlp;
 pub(crate) mod dns;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;

@@ -6,7 +6,11 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
+use std::sync::Arc;
 
+use zeroize::Zeroizing;
+
+use crate::dlp::{check_value, Canary, Scanner};
 use crate::judgement::Policies;
 use crate::net::resolve::parse_resolve_pin;
 use crate::policy::{HostName, OrgPolicy, PolicyError, RequestPolicy};
@@ -31,6 +35,9 @@ pub enum LoadError {
     Credential(#[from] crate::secrets::CredentialError),
     #[error("--resolve {value}: {message}")]
     Pin { value: String, message: String },
+    /// Never holds a value: the file and the line.
+    #[error("[canaries] values_file {path}: {message}")]
+    Canaries { path: String, message: String },
 }
 
 /// Read a policy file (or the admin token file) as text.
@@ -55,7 +62,38 @@ pub fn load(org_path: &Path, policy_path: Option<&Path>) -> Result<Policies, Loa
     };
     let mut policies = Policies::new(org, proxy);
     policies.credentials = crate::secrets::Credentials::read(&policies.org, org_path)?;
+    policies.canaries = Arc::new(Scanner::new(&canaries(&policies.org, org_path)?));
     Ok(policies)
+}
+
+/// The organization's canaries (`[canaries] values_file`, docs/reference/dlp.md): one
+/// value a line, blank lines skipped, ids `org:1`, `org:2`, ... in the order written;
+/// a relative path is taken from the organization file's directory. Read at load and
+/// at every reload, as a credential's value is.
+fn canaries(org: &OrgPolicy, org_path: &Path) -> Result<Vec<Canary>, LoadError> {
+    let Some(file) = &org.canaries().values_file else {
+        return Ok(Vec::new());
+    };
+    let path = org_path.parent().unwrap_or(Path::new(".")).join(file);
+    let fail = |message: String| LoadError::Canaries {
+        path: path.display().to_string(),
+        message,
+    };
+    let text = Zeroizing::new(std::fs::read(&path).map_err(|e| fail(e.to_string()))?);
+    let mut canaries = Vec::new();
+    for (n, line) in text.split(|&b| b == b'\n').enumerate() {
+        let value = line.trim_ascii();
+        if value.is_empty() {
+            continue;
+        }
+        check_value(value).map_err(|why| fail(format!("line {}: {why}", n + 1)))?;
+        let id = format!("org:{}", canaries.len() + 1);
+        canaries.push(Canary::new(&id, "generic", value.to_vec()));
+    }
+    if canaries.is_empty() {
+        return Err(fail("holds no value".into()));
+    }
+    Ok(canaries)
 }
 
 /// [`load`], refusing a `--policy` that widens the organization policy (a bad start).

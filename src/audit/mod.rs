@@ -30,6 +30,7 @@ pub struct Record {
     /// RFC 3339 UTC with milliseconds, see [`now_rfc3339`].
     pub ts: String,
     /// `egress.denied`, `egress.allowed`, `egress.would_deny`, `session.revoked`,
+    /// `session.ended`,
     /// `websocket.opened`, `websocket.closed` or `approval.allowed`, `approval.denied`,
     /// `approval.expired`.
     pub event: &'static str,
@@ -58,6 +59,13 @@ pub struct Record {
     pub bytes_up: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bytes_down: Option<u64>,
+    /// What a canary (or a secret detector) found: id, kind, encoding, where; never the
+    /// value (docs/reference/dlp.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dlp: Option<crate::dlp::Hit>,
+    /// Why a session ended (`session.ended`): `canary`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<&'static str>,
     /// An intercepted tunnel's record: its bytes are those of the requests inside.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub intercepted: bool,
@@ -114,6 +122,8 @@ impl Record {
             resolved_ip: None,
             bytes_up: None,
             bytes_down: None,
+            dlp: None,
+            cause: None,
             intercepted: false,
             via: Via::Proxy,
             approval_id: None,

@@ -107,6 +107,7 @@ pub fn answer(bytes: &[u8], given: &Given) -> Answer {
         narrowing: Narrowing::Absent,
         head_bytes: 0,
         url: None,
+        exposed: None,
     };
     let servfail = |judged| Answer {
         message: reply(&request, query, ResponseCode::ServFail, None),
@@ -116,6 +117,13 @@ pub fn answer(bytes: &[u8], given: &Given) -> Answer {
         Ok(decision) => decision,
         Err(refusal) if refusal.reason == Reason::AuditUnavailable => {
             return servfail(Settled::AuditUnavailable)
+        }
+        // A name that carries a canary (docs/reference/dlp.md): `REFUSED`.
+        Err(refusal) if refusal.reason == Reason::ExfiltrationDetected => {
+            return Answer {
+                message: reply(&request, query, ResponseCode::Refused, None),
+                judged: Settled::Denied(refusal),
+            }
         }
         // A `--policy` a reload left widening.
         Err(refusal) => return servfail(Settled::Denied(refusal)),

@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::dlp::{Hit, Scanner};
 use crate::policy::Target;
 use crate::session::{AuthError, Session};
 
@@ -28,6 +29,16 @@ pub struct Ask<'a> {
     pub head_bytes: usize,
     /// The URL its records give, asked for only when one is written.
     pub url: Option<&'a (dyn Fn() -> String + Send + Sync)>,
+    /// What else the client sent that the proxy reads before sending it on (a request's
+    /// line and header fields), for the canaries (docs/reference/dlp.md).
+    pub exposed: Option<&'a (dyn Exposed + Sync)>,
+}
+
+/// Bytes a listener read from its client besides the target, looked through for the
+/// canaries in the listener's own terms (where each part is: a URL, a header field).
+pub trait Exposed {
+    /// The first canary `scanner` finds in them.
+    fn scan(&self, scanner: &Scanner) -> Option<Hit>;
 }
 
 /// The credentials a client presented, as its listener read them.
@@ -92,6 +103,7 @@ impl Ask<'_> {
             narrowing: Narrowing::Absent,
             head_bytes: 0,
             url: None,
+            exposed: None,
         }
     }
 }

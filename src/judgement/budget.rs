@@ -304,7 +304,7 @@ pub(crate) fn refusal(target: &Target, budget: Budget) -> Refusal {
         target.host.to_string(),
         target.port,
     );
-    refusal.rule = Some(budget.rule());
+    refusal.rule = Some(budget.rule().into());
     refusal.level = Some(budget.level);
     refusal
 }

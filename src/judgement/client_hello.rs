@@ -11,6 +11,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 
 use super::refusal::Refusal;
+use crate::dlp::{FoundIn, Scanner};
 use crate::policy::{judge_first_bytes, FirstBytes};
 use crate::policy::{Target, Tunnels, Verdict};
 
@@ -104,17 +105,36 @@ pub async fn admit<R: AsyncRead + Unpin>(
     upstream: &TcpStream,
     target: &Target,
     tunnels: &Tunnels,
+    canaries: &Scanner,
     timeout: Duration,
 ) -> Result<Vec<u8>, Refusal> {
     let (first, bytes) = first_bytes(client, upstream, timeout).await;
-    judge_first(&first, target, tunnels)?;
+    if let Some(hit) = canaries.scan(&bytes, FoundIn::FirstBytes) {
+        return Err(Refusal::exfiltration(hit, target));
+    }
+    judge_first(&first, target, tunnels, canaries)?;
     Ok(bytes)
 }
 
 /// The verdict `[tunnels]` gives a tunnel's first bytes, however they were read (from
 /// the tunnel, or peeked by the transparent listener): `Err` with the `sni_mismatch`
 /// refusal (report mode refuses a tunnel's first bytes too: nothing of them is sent).
-pub fn judge_first(first: &FirstBytes, target: &Target, tunnels: &Tunnels) -> Result<(), Refusal> {
+/// A server name that carries a canary is `exfiltration_detected` (docs/reference/dlp.md),
+/// whatever `[tunnels]` says of it.
+pub fn judge_first(
+    first: &FirstBytes,
+    target: &Target,
+    tunnels: &Tunnels,
+    canaries: &Scanner,
+) -> Result<(), Refusal> {
+    if let FirstBytes::Tls {
+        server_name: Some(name),
+    } = first
+    {
+        if let Some(hit) = canaries.scan_name(name, FoundIn::Sni) {
+            return Err(Refusal::exfiltration(hit, target));
+        }
+    }
     match judge_first_bytes(first, target, tunnels) {
         None => Ok(()),
         Some(decision) => match decision.verdict {

@@ -12,6 +12,7 @@ use super::approved::{Approved, Judged, Scope};
 use super::ask::{Ask, Credentials, Narrowing, What};
 use super::budget;
 use super::decide::decide_levels;
+use super::exfiltration;
 use super::hold::{self, Hold};
 use super::policies::Policies;
 use super::record::{audit_would_deny, Client};
@@ -37,9 +38,26 @@ pub async fn judge(
 ) -> Result<Approved, Stop> {
     let target = &ask.target;
     unaudited(state.audit.refusing(), target)?;
-    let (policies, session) = match scope {
-        Scope::Connection => (state.policies(), credentials(&ask, state).await?),
-        Scope::Inside(tunnel) => (tunnel.policies.clone(), tunnel.session.clone()),
+    let policies = match scope {
+        Scope::Connection => state.policies(),
+        Scope::Inside(tunnel) => tunnel.policies.clone(),
+    };
+    let inside = matches!(scope, Scope::Inside(_));
+    if let Some(hit) = exfiltration::scan(&ask, &policies.canaries, inside) {
+        // The reason recorded whatever else would refuse it; the session it names, if
+        // its credentials hold, is the one a trip ends.
+        let session = match scope {
+            Scope::Connection => credentials(&ask, state).await.ok().flatten(),
+            Scope::Inside(tunnel) => tunnel.session.clone(),
+        };
+        let on_trip = policies.org.canaries().on_trip;
+        return Err(exfiltration::tripped(state, on_trip, session, hit, &ask)
+            .await
+            .into());
+    }
+    let session = match scope {
+        Scope::Connection => credentials(&ask, state).await?,
+        Scope::Inside(tunnel) => tunnel.session.clone(),
     };
     let tag = |r: Refusal| r.in_session(&session);
     let header = narrowing(ask.narrowing, target).map_err(tag)?;
@@ -146,6 +164,10 @@ pub fn decide_now(
     audit_refusing: bool,
 ) -> Result<Decision, Refusal> {
     unaudited(audit_refusing, &ask.target)?;
+    if let Some(hit) = exfiltration::scan(ask, &policies.canaries, false) {
+        // No session to end: a question without credentials.
+        return Err(Refusal::exfiltration(hit, &ask.target));
+    }
     let header = narrowing(ask.narrowing, &ask.target)?;
     let (_, decision, _, _) = decide_under(policies, None, &[header.as_deref(), None], ask)?;
     Ok(decision)

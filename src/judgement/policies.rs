@@ -1,6 +1,9 @@
 //! The policies in force: the snapshot every listener judges by. `crate::load` builds
 //! one from the files; a reload builds another and swaps it in whole.
 
+use std::sync::Arc;
+
+use crate::dlp::Scanner;
 use crate::policy::{check_narrowing, OrgPolicy, RequestPolicy, Widening};
 
 /// The policies in force. A reload builds a new one and swaps it in whole
@@ -20,6 +23,8 @@ pub struct Policies {
     pub widening: Option<Widening>,
     /// The values of the organization's `[[credentials]]`, read from their files.
     pub credentials: crate::secrets::Credentials,
+    /// The organization's canaries (`[canaries] values_file`), ready to look for.
+    pub canaries: Arc<Scanner>,
 }
 
 impl Policies {
@@ -38,6 +43,7 @@ impl Policies {
             without_session,
             widening,
             credentials: Default::default(),
+            canaries: Arc::default(),
         }
     }
 }

@@ -252,7 +252,7 @@ pub async fn audit_approval(
         Some(refusal) => {
             rec.reason = Some(refusal.reason.as_str());
             rec.policy_level = refusal.level.map(Level::as_str);
-            rec.rule = refusal.rule.clone();
+            rec.rule = refusal.rule.as_deref().map(str::to_owned);
         }
     }
     rec.approval_id = Some(pending.id.clone());
@@ -287,10 +287,13 @@ fn refusal_record(
     // A DNS query names no port.
     let port = (client.asked != Asked::Dns).then_some(refusal.port);
     let mut rec = record(event, client, refusal.host.clone(), port);
+    // A request that carried a secret: its URL may hold it, or the bytes around it.
+    let url = url.filter(|_| refusal.dlp.is_none());
     set_url(&mut rec, url);
+    rec.dlp = refusal.dlp.as_deref().cloned();
     rec.session = refusal.session.clone();
     rec.reason = Some(refusal.reason.as_str());
-    rec.rule = refusal.rule.clone();
+    rec.rule = refusal.rule.as_deref().map(str::to_owned);
     rec.policy_level = refusal.level.map(Level::as_str);
     rec.shared_hosting = refusal.shared_hosting;
     rec.resolved_ip = refusal.resolved_ip.map(|ip| ip.to_string());

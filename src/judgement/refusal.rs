@@ -5,6 +5,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use crate::dlp::{FoundIn, Hit};
 use crate::net::dial::DialError;
 use crate::policy::{Decision, Level, Reason, Target, Widening};
 use crate::session::{AuthError, Session};
@@ -22,6 +23,9 @@ pub(crate) enum Limit {
     HeadTooLarge,
 }
 
+/// What the record and the answer say of a name that carries a secret.
+pub const REDACTED: &str = "[redacted]";
+
 /// A request the proxy refuses: the reason (from the closed set of
 /// docs/reference/answers.md) and what decided it.
 #[derive(Debug, Clone)]
@@ -29,7 +33,7 @@ pub struct Refusal {
     pub reason: Reason,
     pub host: String,
     pub port: u16,
-    pub rule: Option<String>,
+    pub rule: Option<Arc<str>>,
     pub level: Option<Level>,
     pub shared_hosting: bool,
     pub resolved_ip: Option<IpAddr>,
@@ -38,6 +42,8 @@ pub struct Refusal {
     /// The session the request ran under, for the audit record.
     pub session: Option<String>,
     pub(crate) limit: Option<Limit>,
+    /// The canary (or detector) found, for the record's `dlp`: never the value.
+    pub dlp: Option<Box<Hit>>,
 }
 
 impl Refusal {
@@ -57,7 +63,28 @@ impl Refusal {
             detail: None,
             session: None,
             limit: None,
+            dlp: None,
         }
+    }
+
+    /// The refusal of a request that carries a canary (docs/reference/dlp.md):
+    /// `exfiltration_detected` at level `dlp`. Found in the destination's name, the name
+    /// is not repeated anywhere (the record's and the answer's `host` say `[redacted]`).
+    pub fn exfiltration(hit: Hit, target: &Target) -> Refusal {
+        let in_name = matches!(hit.found_in, FoundIn::Target | FoundIn::Dns | FoundIn::Sni);
+        let host = match in_name {
+            true => REDACTED.to_string(),
+            false => target.host.to_string(),
+        };
+        let mut refusal = Refusal::new(Reason::ExfiltrationDetected, host, target.port);
+        refusal.level = Some(Level::Dlp);
+        refusal.detail = Some(format!(
+            "a canary ({}) was found in the request's {}",
+            hit.id,
+            hit.found_in.as_str()
+        ));
+        refusal.dlp = Some(Box::new(hit));
+        refusal
     }
 
     /// A request that cannot be read as a proxy request at all.
@@ -91,7 +118,7 @@ impl Refusal {
     /// The refusal of a denying decision: its reason, rule and level.
     pub(crate) fn from_decision(d: &Decision, reason: Reason, target: &Target) -> Refusal {
         let mut refusal = Refusal::new(reason, target.host.to_string(), target.port);
-        refusal.rule = d.rule.as_deref().map(str::to_owned);
+        refusal.rule = d.rule.clone();
         refusal.level = Some(d.level);
         refusal.shared_hosting = d.shared_hosting;
         refusal
@@ -102,7 +129,7 @@ impl Refusal {
     pub(crate) fn widening(target: &Target, widening: &Widening, what: &str) -> Refusal {
         let mut refusal =
             Refusal::new(Reason::PolicyWidening, target.host.to_string(), target.port);
-        refusal.rule = Some(widening.to_string());
+        refusal.rule = Some(Arc::from(widening.to_string()));
         refusal.with_detail(format!("{what}: {widening}"))
     }
 

@@ -139,6 +139,10 @@ fn texts(refusal: &Refusal, dest: &str) -> (String, String) {
             format!("The proxy cannot check this sandbox's credentials for {dest} now"),
             "Requests are judged again once the session store answers.".to_string(),
         ),
+        Reason::ExfiltrationDetected | Reason::SecretDetected => (
+            format!("A secret was found in this request to {dest}, so nothing of it was sent"),
+            "The attempt is logged for the operator; a request that needs no secret is judged as usual.".to_string(),
+        ),
     }
 }
 

@@ -10,7 +10,8 @@ use hyper::ext::Protocol;
 use hyper::header::{HeaderMap, HeaderName, CONTENT_LENGTH, HOST, UPGRADE};
 use hyper::{Method, Request, Version};
 
-use crate::judgement::ask::{self, Ask, Credentials, Narrowing, What};
+use crate::dlp::{FoundIn, Hit, Scanner};
+use crate::judgement::ask::{self, Ask, Credentials, Exposed, Narrowing, What};
 use crate::judgement::record::Asked;
 use crate::judgement::refusal::Refusal;
 use crate::judgement::request::split_host_port;
@@ -283,7 +284,7 @@ pub(crate) fn method_name(method: &Method) -> ask::Method {
 /// intercepted tunnel to `inside`; `url` gives its records' URL. A head over
 /// `max_head` bytes, a target that does not read, a `Host` that names another
 /// authority and an upgrade other than a WebSocket's stop here, before the judge.
-pub(crate) fn ask<'r, B>(
+pub(crate) fn ask<'r, B: Sync>(
     req: &'r Request<B>,
     inside: Option<&Target>,
     max_head: usize,
@@ -314,7 +315,21 @@ pub(crate) fn ask<'r, B>(
         narrowing: narrowing(req.headers()),
         head_bytes,
         url,
+        exposed: Some(req),
     })
+}
+
+/// A request's line and header fields, for the canaries: its path and query (the
+/// authority is the target, looked at by the judge), then each field's value.
+impl<B> Exposed for Request<B> {
+    fn scan(&self, scanner: &Scanner) -> Option<Hit> {
+        let target = self.uri().path_and_query().map_or("", |p| p.as_str());
+        scanner.scan(target.as_bytes(), FoundIn::Url).or_else(|| {
+            self.headers()
+                .values()
+                .find_map(|value| scanner.scan(value.as_bytes(), FoundIn::Header))
+        })
+    }
 }
 
 /// A request's audit record's `Asked`: a `CONNECT`, or a request with its method.

@@ -237,7 +237,9 @@ where
     let limits = &of.state.limits;
     let (target, tunnels) = (&approved.target, approved.policies.org.tunnels());
     let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
-    let first = client_hello::admit(&mut downstream, &upstream, target, tunnels, wait).await?;
+    let canaries = &approved.policies.canaries;
+    let first =
+        client_hello::admit(&mut downstream, &upstream, target, tunnels, canaries, wait).await?;
     if matches!(approved.judged, Judged::Intercept) {
         // Each request inside pays the budget for its own body.
         intercept::serve(downstream, first, upstream, dialed, of.inside).await;

@@ -305,7 +305,8 @@ async fn tunnel_redirected(
         Err(stop) => return record_stop(&state, &client, &stop, || None).await,
     };
     let tunnels = approved.policies.org.tunnels();
-    if let Err(refusal) = client_hello::judge_first(&first, &approved.target, tunnels) {
+    let canaries = &approved.policies.canaries;
+    if let Err(refusal) = client_hello::judge_first(&first, &approved.target, tunnels, canaries) {
         let refusal = refusal.in_session(&approved.session);
         return audit_refusal(&state, &client, &refusal, None).await;
     }

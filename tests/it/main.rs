@@ -16,6 +16,7 @@ mod connect;
 mod credentials;
 mod denials;
 mod diff;
+mod dlp;
 mod dns;
 mod dns_levels;
 mod dns_listener;

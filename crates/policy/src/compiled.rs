@@ -63,6 +63,28 @@ pub struct OrgPolicy {
     pub(crate) credentials: Vec<CredentialRule>,
     /// `[limits] upload_bytes`: the bytes a session (or the proxy) may send upstream.
     pub(crate) upload_bytes: Option<u64>,
+    /// `[canaries]`: the values' file, read by the loader, and what a trip does.
+    pub(crate) canaries: Canaries,
+}
+
+/// `[canaries]` (docs/reference/dlp.md): values planted in sandboxes that no legitimate
+/// request sends. The values are read by the proxy's loader, never here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Canaries {
+    /// `values_file`: one value a line.
+    pub values_file: Option<PathBuf>,
+    /// `on_trip`.
+    pub on_trip: OnTrip,
+}
+
+/// What a tripped canary does besides refusing what carried it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnTrip {
+    /// End the session at once, as `DELETE` does (the default).
+    #[default]
+    EndSession,
+    /// Refuse the request only.
+    Refuse,
 }
 
 impl OrgPolicy {
@@ -131,6 +153,11 @@ impl OrgPolicy {
         self.upload_bytes
     }
 
+    /// `[canaries]`.
+    pub fn canaries(&self) -> &Canaries {
+        &self.canaries
+    }
+
     /// What a file that sets nothing means (and what a file that does not read gives).
     pub(crate) fn empty(source: &str) -> OrgPolicy {
         OrgPolicy {
@@ -148,6 +175,7 @@ impl OrgPolicy {
             tunnels: Tunnels::default(),
             credentials: Vec::new(),
             upload_bytes: None,
+            canaries: Canaries::default(),
         }
     }
 }

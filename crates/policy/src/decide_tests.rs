@@ -328,6 +328,8 @@ fn reasons_spell_and_map_to_status() {
             "path_not_allowed",
             "upload_budget_exceeded",
             "session_store_unavailable",
+            "exfiltration_detected",
+            "secret_detected",
         ]
     );
     for r in Reason::ALL {
@@ -346,6 +348,7 @@ fn reasons_spell_and_map_to_status() {
         (Reason::MethodNotAllowed, 403, true), (Reason::PathNotAllowed, 403, true),
         (Reason::UploadBudgetExceeded, 403, false),
         (Reason::SessionStoreUnavailable, 503, false),
+        (Reason::ExfiltrationDetected, 403, false), (Reason::SecretDetected, 403, false),
     ];
     for (r, code, relaxed) in status {
         assert_eq!(

@@ -13,7 +13,7 @@ pub const VERSION: i64 = 1;
 pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
 
 /// The keys of the organization file's top level, in the order the compiler takes them.
-pub const ORG_KEYS: [&str; 12] = [
+pub const ORG_KEYS: [&str; 13] = [
     "version",
     "name",
     "mode",
@@ -26,6 +26,7 @@ pub const ORG_KEYS: [&str; 12] = [
     "tunnels",
     "credentials",
     "limits",
+    "canaries",
 ];
 
 /// The keys of one `[[credentials]]` table.
@@ -36,6 +37,9 @@ pub const SHARED_HOSTING_KEYS: [&str; 2] = ["action", "extra_domains"];
 
 /// The keys of `[tunnels]`.
 pub const TUNNELS_KEYS: [&str; 2] = ["require_tls", "require_sni"];
+
+/// The keys of `[canaries]` (docs/reference/dlp.md).
+pub const CANARIES_KEYS: [&str; 2] = ["values_file", "on_trip"];
 
 /// The keys of `[limits]`.
 pub const LIMITS_KEYS: [&str; 1] = ["upload_bytes"];
@@ -68,6 +72,14 @@ pub(crate) enum RawAccess {
 pub(crate) enum RawMode {
     Enforce,
     Report,
+}
+
+/// `[canaries] on_trip`: what a tripped canary does besides refusing.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum RawOnTrip {
+    EndSession,
+    Refuse,
 }
 
 /// `[shared_hosting] action`.

@@ -70,8 +70,8 @@ pub mod verdict;
 pub use budget::{upload_budget, Budget};
 pub use compile::{line_col, Compiled, PolicyError, Problem, ProblemKind};
 pub use compiled::{
-    CredentialRule, DomainSet, Mode, OrgPolicy, OrgSpans, RequestPolicy, RequestSpans,
-    SharedHostingAction, Tunnels, Written,
+    Canaries, CredentialRule, DomainSet, Mode, OnTrip, OrgPolicy, OrgSpans, RequestPolicy,
+    RequestSpans, SharedHostingAction, Tunnels, Written,
 };
 pub use cover::{check_narrowing, widened, Widened, Widening};
 pub use decide::{

@@ -105,11 +105,15 @@ pub enum Reason {
     UploadBudgetExceeded,
     /// The session store cannot be reached: credentials cannot be checked.
     SessionStoreUnavailable,
+    /// A canary was found in what the request would send (docs/reference/dlp.md).
+    ExfiltrationDetected,
+    /// A secret detector matched what the request would send (docs/reference/dlp.md).
+    SecretDetected,
 }
 
 impl Reason {
     /// Every reason, in the order of docs/reference/answers.md.
-    pub const ALL: [Reason; 20] = [
+    pub const ALL: [Reason; 22] = [
         Reason::NotInOrgAllowlist,
         Reason::NotInRequestPolicy,
         Reason::NetworkDisabled,
@@ -130,6 +134,8 @@ impl Reason {
         Reason::PathNotAllowed,
         Reason::UploadBudgetExceeded,
         Reason::SessionStoreUnavailable,
+        Reason::ExfiltrationDetected,
+        Reason::SecretDetected,
     ];
 
     /// The reason as the answer, the audit log and the metrics spell it
@@ -156,6 +162,8 @@ impl Reason {
             Reason::PathNotAllowed => "path_not_allowed",
             Reason::UploadBudgetExceeded => "upload_budget_exceeded",
             Reason::SessionStoreUnavailable => "session_store_unavailable",
+            Reason::ExfiltrationDetected => "exfiltration_detected",
+            Reason::SecretDetected => "secret_detected",
         }
     }
 
@@ -202,15 +210,18 @@ pub enum Level {
     Request,
     /// The address check, after resolving.
     Address,
+    /// The canaries and secret detectors (docs/reference/dlp.md).
+    Dlp,
 }
 
 impl Level {
-    /// The level as the audit record spells it (`org`, `request`, `address`).
+    /// The level as the audit record spells it (`org`, `request`, `address`, `dlp`).
     pub fn as_str(self) -> &'static str {
         match self {
             Level::Org => "org",
             Level::Request => "request",
             Level::Address => "address",
+            Level::Dlp => "dlp",
         }
     }
 }

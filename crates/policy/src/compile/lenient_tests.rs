@@ -2,7 +2,7 @@
 //! written, every problem with its kind, and the loaders agreeing with it.
 
 use super::*;
-use crate::file::{LIMITS_KEYS, ORG_KEYS, SHARED_HOSTING_KEYS, TUNNELS_KEYS};
+use crate::file::{CANARIES_KEYS, LIMITS_KEYS, ORG_KEYS, SHARED_HOSTING_KEYS, TUNNELS_KEYS};
 use crate::host::EntryError;
 
 /// The text at a span: where an entry's literal starts.
@@ -109,7 +109,7 @@ fn every_known_key_is_read() {
     let mut text = String::new();
     for key in ORG_KEYS
         .iter()
-        .filter(|k| !["shared_hosting", "tunnels", "limits"].contains(k))
+        .filter(|k| !["shared_hosting", "tunnels", "limits", "canaries"].contains(k))
     {
         text += &format!("{key} = {{}}\n");
     }
@@ -117,6 +117,7 @@ fn every_known_key_is_read() {
         ("shared_hosting", &SHARED_HOSTING_KEYS[..]),
         ("tunnels", &TUNNELS_KEYS),
         ("limits", &LIMITS_KEYS),
+        ("canaries", &CANARIES_KEYS),
     ] {
         text += &format!("[{table}]\n");
         for key in keys {
@@ -124,7 +125,7 @@ fn every_known_key_is_read() {
         }
     }
     let problems = OrgPolicy::compile_toml(&text, "org.toml").problems;
-    assert_eq!(problems.len(), ORG_KEYS.len() - 3 + 5, "{problems:#?}");
+    assert_eq!(problems.len(), ORG_KEYS.len() - 4 + 7, "{problems:#?}");
     assert!(
         problems.iter().all(|p| p.kind == ProblemKind::Invalid),
         "{problems:#?}"

@@ -4,10 +4,13 @@ use super::entry::Tables;
 use super::node::{self, missing, Node};
 use super::problems::{ProblemKind, Problems};
 use super::request::{self, cidr_list, domain_list};
-use crate::compiled::{Mode, OrgPolicy, OrgSpans, SharedHostingAction, Tunnels};
+use std::path::PathBuf;
+
+use crate::compiled::{Mode, OnTrip, OrgPolicy, OrgSpans, SharedHostingAction, Tunnels};
 use crate::cover::widened;
 use crate::file::{
-    RawMode, RawSharedHostingAction, ORG_KEYS, SHARED_HOSTING_KEYS, TUNNELS_KEYS, VERSION,
+    RawMode, RawOnTrip, RawSharedHostingAction, CANARIES_KEYS, ORG_KEYS, SHARED_HOSTING_KEYS,
+    TUNNELS_KEYS, VERSION,
 };
 
 /// The organization policy of a document's root table, as far as it reads.
@@ -22,7 +25,7 @@ pub(super) fn compile<'a, N: Node<'a>>(
         return (org, spans);
     };
     t.unknown(p, "", &ORG_KEYS);
-    let [version, name, mode, allowed, denied, ports, cidrs, default, shared, tunnels, creds, limits] =
+    let [version, name, mode, allowed, denied, ports, cidrs, default, shared, tunnels, creds, limits, canaries] =
         t.take(&ORG_KEYS);
     match version {
         // The document's start.
@@ -84,6 +87,19 @@ pub(super) fn compile<'a, N: Node<'a>>(
         };
     }
     org.credentials = super::credentials::compile(p, creds, &org);
+    if let Some(t) = canaries.and_then(|t| node::table(p, t, "a table")) {
+        t.unknown(p, "canaries.", &CANARIES_KEYS);
+        let [file, on_trip] = t.take(&CANARIES_KEYS);
+        if let Some((path, at)) = file.and_then(|n| node::string(p, n).map(|s| (s, n.at()))) {
+            match path.is_empty() {
+                true => p.invalid(at, "[canaries] values_file is empty".into()),
+                false => org.canaries.values_file = Some(PathBuf::from(path)),
+            }
+        }
+        if let Some(RawOnTrip::Refuse) = on_trip.and_then(|n| node::variant(p, n)) {
+            org.canaries.on_trip = OnTrip::Refuse;
+        }
+    }
     // Before the default policy, whose budget may not exceed it.
     org.upload_bytes = limits.and_then(|l| super::limits::compile(p, l));
     if let Some(d) = default {

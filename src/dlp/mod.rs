@@ -1,0 +1,90 @@
+//! Exfiltration seen (docs/reference/dlp.md): canaries, values planted in a sandbox
+//! that no legitimate request sends, looked for in every byte a client sends that the
+//! proxy can read before sending it on. Pure: the values in, a [`Scanner`] out, and a
+//! scan of bytes or of a name giving the first [`Hit`]. No record, answer, metric or
+//! log line ever holds a value: a hit names the canary's id, kind and the encoding it
+//! was found in, never the bytes.
+
+pub mod forms;
+mod scanner;
+
+use std::sync::Arc;
+
+use zeroize::Zeroizing;
+
+pub use forms::Encoding;
+pub use scanner::Scanner;
+
+/// Where a match was found: the record's `dlp.found_in`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FoundIn {
+    Target,
+    Header,
+    Url,
+    Dns,
+    Sni,
+    FirstBytes,
+}
+
+impl FoundIn {
+    /// As the record spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FoundIn::Target => "target",
+            FoundIn::Header => "header",
+            FoundIn::Url => "url",
+            FoundIn::Dns => "dns",
+            FoundIn::Sni => "sni",
+            FoundIn::FirstBytes => "first_bytes",
+        }
+    }
+}
+
+/// A canary: its id (`org:1`, `c1`), its kind, and its value, wiped when dropped.
+pub struct Canary {
+    pub id: Arc<str>,
+    pub kind: Arc<str>,
+    value: Zeroizing<Vec<u8>>,
+}
+
+impl Canary {
+    pub fn new(id: &str, kind: &str, value: Vec<u8>) -> Canary {
+        Canary {
+            id: Arc::from(id),
+            kind: Arc::from(kind),
+            value: Zeroizing::new(value),
+        }
+    }
+
+    pub(crate) fn value(&self) -> &[u8] {
+        &self.value
+    }
+}
+
+/// What a scan found: which canary, in what encoding, where. Never the value.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Hit {
+    pub id: Arc<str>,
+    pub kind: Arc<str>,
+    pub encoding: Encoding,
+    pub found_in: FoundIn,
+}
+
+/// A canary value must be 16 to 256 printable ASCII bytes (docs/reference/dlp.md): long
+/// enough that no legitimate request carries it by chance.
+pub fn check_value(value: &[u8]) -> Result<(), String> {
+    if !(16..=256).contains(&value.len()) {
+        return Err(format!(
+            "a canary is 16 to 256 bytes, this one is {}",
+            value.len()
+        ));
+    }
+    if !value.iter().all(|b| (0x21..=0x7e).contains(b)) {
+        return Err("a canary is printable ASCII without spaces".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,121 @@
+//! One pass over a client's bytes for every canary in force (docs/reference/dlp.md):
+//! the forms of every value in automata built once per policy load (`aho-corasick`),
+//! so the cost of a scan grows with the bytes, not with the number of canaries.
+
+use std::sync::Arc;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+
+use super::forms::{forms, name_forms, Encoding};
+use super::{Canary, FoundIn, Hit};
+
+/// An automaton and, for each of its patterns, the canary and the encoding it stands for.
+struct Set {
+    automaton: AhoCorasick,
+    of: Vec<(usize, Encoding)>,
+}
+
+impl Set {
+    fn build(patterns: Vec<(Vec<u8>, usize, Encoding)>, either_case: bool) -> Option<Set> {
+        if patterns.is_empty() {
+            return None;
+        }
+        let automaton = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(either_case)
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(patterns.iter().map(|(bytes, _, _)| bytes))
+            .expect("a canary's forms are short literals");
+        let of = patterns.into_iter().map(|(_, c, e)| (c, e)).collect();
+        Some(Set { automaton, of })
+    }
+
+    fn find(&self, bytes: &[u8]) -> Option<(usize, Encoding)> {
+        let found = self.automaton.find(bytes)?;
+        Some(self.of[found.pattern().as_usize()])
+    }
+}
+
+/// Every canary in force, ready to look for: in bytes a client sends, and in names.
+#[derive(Default)]
+pub struct Scanner {
+    ids: Vec<(Arc<str>, Arc<str>)>,
+    /// Forms whose letters match as they are (plain, base64).
+    exact: Option<Set>,
+    /// Forms whose letters match in either case (hexadecimal, percent-encoded).
+    folded: Option<Set>,
+    /// Every form, either case, for names (which are case-insensitive), and the forms a
+    /// name carries across its labels.
+    names: Option<Set>,
+}
+
+impl std::fmt::Debug for Scanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the values: ids only.
+        let ids: Vec<&str> = self.ids.iter().map(|(id, _)| &**id).collect();
+        f.debug_struct("Scanner").field("canaries", &ids).finish()
+    }
+}
+
+impl Scanner {
+    /// The automata for `canaries`.
+    pub fn new(canaries: &[Canary]) -> Scanner {
+        let (mut exact, mut folded, mut names) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, canary) in canaries.iter().enumerate() {
+            for form in forms(canary.value()) {
+                names.push((form.bytes.clone(), i, form.encoding));
+                match form.either_case {
+                    true => folded.push((form.bytes, i, form.encoding)),
+                    false => exact.push((form.bytes, i, form.encoding)),
+                }
+            }
+            for form in name_forms(canary.value()) {
+                names.push((form.bytes, i, form.encoding));
+            }
+        }
+        Scanner {
+            ids: canaries
+                .iter()
+                .map(|c| (c.id.clone(), c.kind.clone()))
+                .collect(),
+            exact: Set::build(exact, false),
+            folded: Set::build(folded, true),
+            names: Set::build(names, true),
+        }
+    }
+
+    /// Whether there is nothing to look for (then no scan does any work).
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    fn hit(&self, (canary, encoding): (usize, Encoding), found_in: FoundIn) -> Hit {
+        let (id, kind) = &self.ids[canary];
+        Hit {
+            id: id.clone(),
+            kind: kind.clone(),
+            encoding,
+            found_in,
+        }
+    }
+
+    /// The first canary `bytes` carry, in any of its forms.
+    pub fn scan(&self, bytes: &[u8], found_in: FoundIn) -> Option<Hit> {
+        let found = self
+            .exact
+            .as_ref()
+            .and_then(|s| s.find(bytes))
+            .or_else(|| self.folded.as_ref().and_then(|s| s.find(bytes)))?;
+        Some(self.hit(found, found_in))
+    }
+
+    /// The first canary a name carries: in any form, in either case, as it is or across
+    /// its labels once the dots are removed.
+    pub fn scan_name(&self, name: &str, found_in: FoundIn) -> Option<Hit> {
+        let names = self.names.as_ref()?;
+        if let Some(found) = names.find(name.as_bytes()) {
+            return Some(self.hit(found, found_in));
+        }
+        let dotless: Vec<u8> = name.bytes().filter(|&b| b != b'.').collect();
+        names.find(&dotless).map(|found| self.hit(found, found_in))
+    }
+}

@@ -1,0 +1,113 @@
+//! The scanner on the forms a client would send.
+
+use base64::Engine;
+
+use super::*;
+
+const VALUE: &str = "AKIAQWERTYUIOPASDFGH";
+
+fn scanner() -> Scanner {
+    Scanner::new(&[
+        Canary::new("org:1", "generic", b"some-other-canary-value".to_vec()),
+        Canary::new("org:2", "aws_access_key_id", VALUE.as_bytes().to_vec()),
+    ])
+}
+
+fn found(s: &Scanner, bytes: &[u8]) -> Option<(String, Encoding)> {
+    s.scan(bytes, FoundIn::Url)
+        .map(|h| (h.id.to_string(), h.encoding))
+}
+
+#[test]
+fn each_form_of_a_value_is_found_inside_other_bytes() {
+    let s = scanner();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let percent: String = VALUE.bytes().map(|b| format!("%{b:02x}")).collect();
+    let cases: Vec<(Vec<u8>, Encoding)> = vec![
+        (format!("q={VALUE}&x=1").into_bytes(), Encoding::Plain),
+        (
+            b64.encode(format!("k={VALUE}")).into_bytes(),
+            Encoding::Base64,
+        ),
+        (
+            b64.encode(format!("ke={VALUE}!")).into_bytes(),
+            Encoding::Base64,
+        ),
+        (
+            b64.encode(format!("key={VALUE}??")).into_bytes(),
+            Encoding::Base64,
+        ),
+        (
+            url.encode(format!("\u{ff}{VALUE}\u{fe}")).into_bytes(),
+            Encoding::Base64url,
+        ),
+        (
+            data_encoding::HEXUPPER
+                .encode(VALUE.as_bytes())
+                .into_bytes(),
+            Encoding::Hex,
+        ),
+        (percent.into_bytes(), Encoding::Percent),
+    ];
+    for (bytes, encoding) in cases {
+        let hit = found(&s, &bytes);
+        let id = hit.as_ref().map(|h| h.0.as_str());
+        assert_eq!(id, Some("org:2"), "{:?}", String::from_utf8_lossy(&bytes));
+        // The url-safe core may equal the standard one: then it is called base64.
+        let got = hit.unwrap().1;
+        assert!(
+            got == encoding || encoding == Encoding::Base64url && got == Encoding::Base64,
+            "{encoding:?}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn bytes_without_a_value_and_a_lower_case_plain_value_are_not_found() {
+    let s = scanner();
+    assert_eq!(found(&s, b"GET /repos?page=2 HTTP/1.1"), None);
+    // A plain value is case-sensitive outside names.
+    assert_eq!(found(&s, VALUE.to_lowercase().as_bytes()), None);
+    assert!(Scanner::new(&[]).is_empty());
+    assert_eq!(
+        Scanner::new(&[]).scan(VALUE.as_bytes(), FoundIn::Url),
+        None
+    );
+}
+
+#[test]
+fn a_name_carries_a_value_across_its_labels_in_hex_or_base32() {
+    let s = scanner();
+    let hex = data_encoding::HEXLOWER.encode(VALUE.as_bytes());
+    let (a, b) = hex.split_at(30);
+    let name = format!("{a}.{b}.evil.test");
+    let hit = s.scan_name(&name, FoundIn::Dns).unwrap();
+    assert_eq!((&*hit.id, hit.encoding), ("org:2", Encoding::Hex));
+    let b32 = data_encoding::BASE32_NOPAD
+        .encode(format!("x{VALUE}").as_bytes())
+        .to_lowercase();
+    let (a, b) = b32.split_at(20);
+    let hit = s
+        .scan_name(&format!("{a}.{b}.evil.test"), FoundIn::Dns)
+        .unwrap();
+    assert_eq!(hit.encoding, Encoding::Base32);
+    assert_eq!(s.scan_name("api.github.com", FoundIn::Dns), None);
+}
+
+#[test]
+fn a_hit_and_the_scanner_never_show_the_value() {
+    let s = scanner();
+    let hit = s.scan(VALUE.as_bytes(), FoundIn::Header).unwrap();
+    let shown = format!("{hit:?} {} {s:?}", serde_json::to_string(&hit).unwrap());
+    assert!(!shown.contains(VALUE), "{shown}");
+    assert!(shown.contains("org:2"), "{shown}");
+}
+
+#[test]
+fn values_are_16_to_256_printable_bytes() {
+    assert!(check_value(VALUE.as_bytes()).is_ok());
+    assert!(check_value(b"short").is_err());
+    assert!(check_value(&[b'a'; 257]).is_err());
+    assert!(check_value(b"sixteen bytes ok").is_err(), "a space");
+}

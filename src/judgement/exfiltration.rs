@@ -1,0 +1,68 @@
+//! The canaries' step of the judgement (docs/reference/dlp.md), first of all: a
+//! question whose target name, or whatever else its listener read from the client (a
+//! URL, a header field), carries a canary in any of its forms is refused
+//! `exfiltration_detected`, whatever else would refuse it too, before anything of it is
+//! sent or resolved. With `[canaries] on_trip = "end-session"` (the default) the
+//! session it ran under ends at once, as `DELETE` ends it.
+
+use std::sync::Arc;
+
+use super::ask::{Ask, What};
+use super::refusal::Refusal;
+use super::state::State;
+use crate::audit::{new_request_id, Record};
+use crate::dlp::{FoundIn, Hit, Scanner};
+use crate::policy::{Host, Level, OnTrip};
+use crate::session::Session;
+
+/// The first canary `ask` carries: in its target's name (unless `inside` a tunnel,
+/// whose name was looked at when it opened), then in what else its listener read.
+pub(super) fn scan(ask: &Ask<'_>, scanner: &Scanner, inside: bool) -> Option<Hit> {
+    if scanner.is_empty() {
+        return None;
+    }
+    let in_name = match (&ask.target.host, &ask.what) {
+        (Host::Name(name), What::Name) => scanner.scan_name(name.as_str(), FoundIn::Dns),
+        (Host::Name(name), _) if !inside => scanner.scan_name(name.as_str(), FoundIn::Target),
+        _ => None,
+    };
+    in_name.or_else(|| ask.exposed.and_then(|e| e.scan(scanner)))
+}
+
+/// The refusal of a tripped canary; the session it ran under, if any, ends unless the
+/// organization says `on_trip = "refuse"`.
+pub(super) async fn tripped(
+    state: &State,
+    on_trip: OnTrip,
+    session: Option<Arc<Session>>,
+    hit: Hit,
+    ask: &Ask<'_>,
+) -> Refusal {
+    let canary = hit.id.clone();
+    let refusal = Refusal::exfiltration(hit, &ask.target).in_session(&session);
+    if let (OnTrip::EndSession, Some(session)) = (on_trip, session) {
+        match state.sessions.delete(&session.id).await {
+            Ok(_) => {
+                let mut record = Record::new(
+                    "session.ended",
+                    new_request_id(),
+                    String::new(),
+                    String::new(),
+                    String::new(),
+                    None,
+                );
+                record.session = Some(session.id.clone());
+                record.reason = Some(refusal.reason.as_str());
+                record.policy_level = Some(Level::Dlp.as_str());
+                record.cause = Some("canary");
+                record.dlp = refusal.dlp.as_deref().cloned();
+                state.audit.write_detached(record);
+                tracing::warn!(session = %session.id, %canary, "a canary was sent: the session is ended");
+            }
+            Err(e) => {
+                tracing::error!(session = %session.id, %canary, error = %e, "a canary was sent, and the session could not be ended (the session store did not answer); its request is refused");
+            }
+        }
+    }
+    refusal
+}
