@@ -70,10 +70,7 @@ fn bytes_without_a_value_and_a_lower_case_plain_value_are_not_found() {
     // A plain value is case-sensitive outside names.
     assert_eq!(found(&s, VALUE.to_lowercase().as_bytes()), None);
     assert!(Scanner::new(&[]).is_empty());
-    assert_eq!(
-        Scanner::new(&[]).scan(VALUE.as_bytes(), FoundIn::Url),
-        None
-    );
+    assert_eq!(Scanner::new(&[]).scan(VALUE.as_bytes(), FoundIn::Url), None);
 }
 
 #[test]

@@ -109,6 +109,11 @@ async fn a_canary_in_the_url_or_a_header_in_any_encoding_never_reaches_the_origi
         1,
         "a request carrying the canary reached the origin"
     );
+    // Records reach the file within a second of their decision.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while canary_records(&proxy).len() < cases.len() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let records = canary_records(&proxy);
     assert_eq!(records.len(), cases.len(), "{}", proxy.diagnostics());
     for (record, (_, _, encoding, found_in)) in records.iter().zip(&cases) {
@@ -145,6 +150,12 @@ async fn a_canary_in_a_connect_name_is_the_reason_and_the_name_is_not_recorded()
     // Not in the allowlist either: the canary is the reason recorded.
     assert_eq!(answer.json()["error"]["reason"], "exfiltration_detected");
     assert_eq!(answer.json()["error"]["host"], "[redacted]");
+    proxy
+        .wait_audit(
+            |r| r["reason"] == "exfiltration_detected",
+            Duration::from_secs(5),
+        )
+        .await;
     let records = canary_records(&proxy);
     assert_eq!(records.len(), 1, "{}", proxy.diagnostics());
     assert_eq!(records[0]["host"], "[redacted]");
@@ -181,7 +192,12 @@ async fn a_dns_name_carrying_a_canary_across_labels_is_refused_and_never_asked_u
     let carrying = format!("{a}.{b}.allowed.test.");
     let refused = client.query(&carrying, RecordType::A).await;
     assert_eq!(refused.response_code(), ResponseCode::Refused);
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    proxy
+        .wait_audit(
+            |r| r["reason"] == "exfiltration_detected",
+            Duration::from_secs(5),
+        )
+        .await;
     let records = canary_records(&proxy);
     assert_eq!(records.len(), 1, "{}", proxy.diagnostics());
     assert_eq!(records[0]["via"], "dns");
@@ -228,7 +244,12 @@ async fn a_tripped_canary_ends_its_session_and_says_so() {
     assert_eq!(ended["cause"], "canary", "{ended}");
     assert_eq!(ended["session"], session.id.as_str());
     assert_eq!(ended["dlp"]["id"], "org:2");
-    let denied = canary_records(&proxy);
-    assert_eq!(denied[0]["session"], session.id.as_str());
+    let denied = proxy
+        .wait_audit(
+            |r| r["reason"] == "exfiltration_detected",
+            Duration::from_secs(5),
+        )
+        .await;
+    assert_eq!(denied["session"], session.id.as_str());
     assert_never_shown(&proxy, &[tripped.text()]);
 }
