@@ -52,6 +52,15 @@ pub fn read(path: &Path) -> Result<String, LoadError> {
 /// [`Policies::widening`]: a reload keeps serving with it (refusing every request), while
 /// a start refuses it with [`load_strict`].
 pub fn load(org_path: &Path, policy_path: Option<&Path>) -> Result<Policies, LoadError> {
+    load_with(org_path, policy_path, &[])
+}
+
+/// [`load`], with canaries besides the organization's (`run --canary`'s).
+pub fn load_with(
+    org_path: &Path,
+    policy_path: Option<&Path>,
+    extra: &[Canary],
+) -> Result<Policies, LoadError> {
     let org = OrgPolicy::from_toml(&read(org_path)?, &org_path.display().to_string())?;
     let proxy = match policy_path {
         None => None,
@@ -62,7 +71,9 @@ pub fn load(org_path: &Path, policy_path: Option<&Path>) -> Result<Policies, Loa
     };
     let mut policies = Policies::new(org, proxy);
     policies.credentials = crate::secrets::Credentials::read(&policies.org, org_path)?;
-    policies.canaries = Arc::new(Scanner::new(&canaries(&policies.org, org_path)?));
+    let mut canaries = canaries(&policies.org, org_path)?;
+    canaries.extend(extra.iter().cloned());
+    policies.canaries = Arc::new(Scanner::new(&canaries));
     Ok(policies)
 }
 
@@ -98,7 +109,16 @@ fn canaries(org: &OrgPolicy, org_path: &Path) -> Result<Vec<Canary>, LoadError> 
 
 /// [`load`], refusing a `--policy` that widens the organization policy (a bad start).
 pub fn load_strict(org_path: &Path, policy_path: Option<&Path>) -> Result<Policies, LoadError> {
-    let policies = load(org_path, policy_path)?;
+    load_strict_with(org_path, policy_path, &[])
+}
+
+/// [`load_strict`], with canaries besides the organization's.
+pub fn load_strict_with(
+    org_path: &Path,
+    policy_path: Option<&Path>,
+    extra: &[Canary],
+) -> Result<Policies, LoadError> {
+    let policies = load_with(org_path, policy_path, extra)?;
     match (&policies.widening, policy_path) {
         (Some(w), Some(path)) => Err(LoadError::Widening {
             path: path.display().to_string(),

@@ -211,7 +211,7 @@ pub async fn serve_with(
 ) -> Result<(), StartError> {
     let args = &config;
     raise_open_files_limit(args.limits.max_connections);
-    let policies = load::load_strict(&args.org, args.policy.as_deref())?;
+    let policies = load::load_strict_with(&args.org, args.policy.as_deref(), &args.canaries)?;
     let interception = interception(args, &policies)?;
     let token = match &args.admin {
         Some(admin) => admin_token(admin)?,
@@ -309,8 +309,8 @@ pub async fn serve_with(
         approvals: Approvals::new(args.approval),
     });
     let reloader = Arc::new(Reloader::new(
-        args.org.clone(),
-        args.policy.clone(),
+        (args.org.clone(), args.policy.clone()),
+        args.canaries.clone(),
         state.clone(),
     ));
     // Installed before the `listening` line, so a SIGHUP from then on reloads (the

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::audit::{new_request_id, Record};
+use crate::dlp::Canary;
 use crate::judgement::{Policies, State};
 use crate::load::{self, LoadError};
 use crate::policy::{check_narrowing, Level, Reason, RequestPolicy};
@@ -32,16 +33,23 @@ pub struct Reloaded {
 pub struct Reloader {
     org_path: PathBuf,
     policy_path: Option<PathBuf>,
+    /// Canaries besides the organization's (`run --canary`), kept by every reload.
+    canaries: Arc<[Canary]>,
     state: Arc<State>,
     /// One reload at a time.
     running: tokio::sync::Mutex<()>,
 }
 
 impl Reloader {
-    pub fn new(org_path: PathBuf, policy_path: Option<PathBuf>, state: Arc<State>) -> Reloader {
+    pub fn new(
+        (org_path, policy_path): (PathBuf, Option<PathBuf>),
+        canaries: Arc<[Canary]>,
+        state: Arc<State>,
+    ) -> Reloader {
         Reloader {
             org_path,
             policy_path,
+            canaries,
             state,
             running: tokio::sync::Mutex::new(()),
         }
@@ -52,7 +60,8 @@ impl Reloader {
     pub async fn reload(&self) -> Result<Reloaded, LoadError> {
         let _one = self.running.lock().await;
         let metrics = &self.state.metrics;
-        let policies = match load::load(&self.org_path, self.policy_path.as_deref()) {
+        let files = (&self.org_path, self.policy_path.as_deref());
+        let policies = match load::load_with(files.0, files.1, &self.canaries) {
             Ok(p) => p,
             Err(e) => {
                 metrics.reloads_failed.inc();

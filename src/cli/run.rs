@@ -52,6 +52,13 @@ pub struct RunArgs {
     /// is refused (EACCES), wherever it appears in CMD's view.
     #[arg(long, value_name = "PATH")]
     pub allow_unix: Vec<PathBuf>,
+    /// Plant a canary in CMD's environment (repeatable): `VAR=KIND` sets CMD's `VAR` to
+    /// a fresh value of KIND (generic, aws_access_key_id, aws_secret_access_key,
+    /// github_token, openai_api_key). A request, tunnel or DNS query that carries it, in
+    /// any encoding, is refused `exfiltration_detected` and recorded, never the value.
+    #[arg(long, value_name = "VAR=KIND")]
+    pub canary: Vec<String>,
+
     /// Let CMD write this one file that runs later (repeatable): `.bashrc`, `.envrc`,
     /// `.git/hooks` and the like stay read-only in every writable place otherwise.
     #[arg(long, value_name = "PATH")]

@@ -6,8 +6,9 @@ use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
-use super::{ConfigError, ServeConfig};
+use super::{flag, ConfigError, ServeConfig};
 use crate::cli::{self, JailInitArgs, RulesArgs, RunArgs};
+use crate::dlp::Kind;
 
 /// The jail's transparent and DNS ports: `rules`' defaults, declared with its flags.
 pub use crate::cli::{DNS_PORT, TRANSPARENT_PORT};
@@ -55,6 +56,8 @@ pub struct RunConfig {
     pub writable: Vec<PathBuf>,
     /// `--allow-unix`, as given; `run` checks each.
     pub allow_unix: Vec<PathBuf>,
+    /// `--canary`: the variables to plant a canary in, and each one's kind.
+    pub canaries: Vec<(String, Kind)>,
     /// `--writable-exact`, `--hide` and `--show`, as given.
     pub writable_exact: Vec<PathBuf>,
     pub hide: Vec<PathBuf>,
@@ -76,11 +79,13 @@ impl RunConfig {
             parent,
             writable,
             allow_unix,
+            canary,
             writable_exact,
             hide,
             show,
             command,
         } = args;
+        let canaries = canary_vars(&canary)?;
         let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT));
         let mut serve = ServeConfig::shared(listen, policy, audit, dns, &cli::Limits::default())?;
         serve.upstream_ca = tls.upstream_ca;
@@ -96,12 +101,35 @@ impl RunConfig {
             seccomp_log,
             writable,
             allow_unix,
+            canaries,
             writable_exact,
             hide,
             show,
             command,
         })
     }
+}
+
+/// `--canary VAR=KIND`: a variable name (letters, digits, `_`, not a digit first), each
+/// once, and a kind the proxy mints.
+fn canary_vars(values: &[String]) -> Result<Vec<(String, Kind)>, ConfigError> {
+    let mut vars: Vec<(String, Kind)> = Vec::with_capacity(values.len());
+    for value in values {
+        let bad = |why: String| flag("--canary", format!("{value}: {why}"));
+        let (var, kind) = value
+            .split_once('=')
+            .ok_or_else(|| bad("write VAR=KIND".into()))?;
+        let name_ok = var.bytes().next().is_some_and(|b| !b.is_ascii_digit())
+            && var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !name_ok {
+            return Err(bad(format!("`{var}` is not an environment variable name")));
+        }
+        if vars.iter().any(|(v, _)| v == var) {
+            return Err(bad(format!("{var} is given twice")));
+        }
+        vars.push((var.to_string(), Kind::parse(kind).map_err(bad)?));
+    }
+    Ok(vars)
 }
 
 /// `egress-proxy rules`: the proxy's uid and where its listeners are.

@@ -11,6 +11,7 @@ use super::{at_least, flag, seconds, ConfigError};
 use crate::audit::OnFailure;
 use crate::cli::flags::{AuditFlags, DnsFlags, ParentFlags, PolicyFlags};
 use crate::cli::{self, AuditFailure, ServeArgs};
+use crate::dlp::Canary;
 use crate::judgement::Limits;
 use crate::load;
 use crate::net::parent::{NoProxy, Parent};
@@ -92,6 +93,9 @@ pub struct ServeConfig {
     pub watch_policy: bool,
     /// `--upstream-proxy`: the parent proxy allowed connections go through.
     pub parent: Option<Arc<Parent>>,
+    /// Canaries besides the organization's, kept across reloads: those `run --canary`
+    /// minted for its command (docs/reference/dlp.md).
+    pub canaries: Arc<[Canary]>,
 }
 
 impl ServeConfig {
@@ -167,6 +171,7 @@ impl ServeConfig {
             session_store_timeout: Duration::ZERO,
             watch_policy: false,
             parent: None,
+            canaries: Arc::from(Vec::new()),
         };
         // `serve`'s session defaults, which `run` keeps and `serve`'s flags replace.
         config.sessions(&cli::Sessions::default())?;

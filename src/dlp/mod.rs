@@ -6,6 +6,7 @@
 //! was found in, never the bytes.
 
 pub mod forms;
+mod kinds;
 mod scanner;
 
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use zeroize::Zeroizing;
 
 pub use forms::Encoding;
+pub use kinds::Kind;
 pub use scanner::Scanner;
 
 /// Where a match was found: the record's `dlp.found_in`.
@@ -42,10 +44,18 @@ impl FoundIn {
 }
 
 /// A canary: its id (`org:1`, `c1`), its kind, and its value, wiped when dropped.
+#[derive(Clone)]
 pub struct Canary {
     pub id: Arc<str>,
     pub kind: Arc<str>,
     value: Zeroizing<Vec<u8>>,
+}
+
+impl std::fmt::Debug for Canary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the value.
+        write!(f, "Canary({}, {})", self.id, self.kind)
+    }
 }
 
 impl Canary {

@@ -2,6 +2,8 @@
 
 use std::ffi::{OsStr, OsString};
 
+use crate::dlp::{Canary, Kind};
+
 /// The explicit proxy's address as CMD's HTTP proxy variables name it.
 pub const PROXY_URL: &str = "http://127.0.0.1:3128";
 
@@ -40,6 +42,31 @@ pub fn command_env(
     }
     env.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
     env
+}
+
+/// Environment variables, as CMD gets them.
+pub type Vars = Vec<(OsString, OsString)>;
+
+/// `run --canary VAR=KIND` (docs/reference/dlp.md): a fresh value of each kind, as the
+/// variable CMD gets (replacing one it would have inherited) and as the canary the proxy
+/// looks for, with the id `run:VAR`.
+pub fn canaries(
+    asked: &[(String, Kind)],
+) -> Result<(Vars, Vec<Canary>), String> {
+    let mut vars = Vec::with_capacity(asked.len());
+    let mut canaries = Vec::with_capacity(asked.len());
+    for (var, kind) in asked {
+        let value = kind
+            .mint()
+            .map_err(|e| format!("--canary {var}: cannot draw random bytes: {e}"))?;
+        canaries.push(Canary::new(
+            &format!("run:{var}"),
+            kind.as_str(),
+            value.clone().into_bytes(),
+        ));
+        vars.push((OsString::from(var), OsString::from(value)));
+    }
+    Ok((vars, canaries))
 }
 
 /// A uid and primary gid.

@@ -106,6 +106,11 @@ fn run(args: RunConfig) -> Result<u8, RunError> {
         view_args.push("--supervised".into());
     }
     let mut cmd_env = env::command_env(std::env::vars_os());
+    // `--canary`: each variable a fresh value, which the proxy looks for.
+    let (canary_vars, canaries) = env::canaries(&args.canaries).map_err(RunError::Flags)?;
+    cmd_env.retain(|(name, _)| !canary_vars.iter().any(|(var, _)| var == name));
+    cmd_env.extend(canary_vars);
+    config.canaries = canaries.into();
     // A bundle for `--env-only`, removed when `run` ends (the jail's is on its own /run).
     let mut env_only_bundle = None;
     if let Some(ca) = &run_ca {

@@ -4,6 +4,7 @@
 //! host's loopback, which the jail does not share; every "cannot reach" check shows in the
 //! same test that the thing is reachable from outside, so a broken probe cannot pass.
 
+mod canary;
 mod confine;
 mod exits;
 mod files;
