@@ -50,9 +50,7 @@ pub type Vars = Vec<(OsString, OsString)>;
 /// `run --canary VAR=KIND` (docs/reference/dlp.md): a fresh value of each kind, as the
 /// variable CMD gets (replacing one it would have inherited) and as the canary the proxy
 /// looks for, with the id `run:VAR`.
-pub fn canaries(
-    asked: &[(String, Kind)],
-) -> Result<(Vars, Vec<Canary>), String> {
+pub fn canaries(asked: &[(String, Kind)]) -> Result<(Vars, Vec<Canary>), String> {
     let mut vars = Vec::with_capacity(asked.len());
     let mut canaries = Vec::with_capacity(asked.len());
     for (var, kind) in asked {

@@ -43,16 +43,22 @@ fn canary_records(proxy: &Proxy) -> Vec<Value> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_canary_in_the_url_or_a_header_in_any_encoding_never_reaches_the_origin() {
+/// An origin for `allowed.test`, and a proxy allowing it with the canaries, `refuse`.
+async fn origin_and_proxy(tag: &str) -> (Origin, Proxy) {
     let origin = Origin::start().await;
-    let file = values_file("http");
+    let file = values_file(tag);
     let org = with_canaries(Org::standard(origin.port()), &file, "refuse");
     let proxy = ProxyBuilder::new(org.to_toml())
         .policy(allowlist_json(&["allowed.test"]))
         .pin("allowed.test")
         .start()
         .await;
+    (origin, proxy)
+}
+
+#[tokio::test]
+async fn a_canary_in_the_url_or_a_header_in_any_encoding_never_reaches_the_origin() {
+    let (origin, proxy) = origin_and_proxy("http").await;
     let base = format!("http://allowed.test:{}", origin.port());
     // The probe: the same requests without the value reach the origin.
     let clean = get_via_proxy(
@@ -134,14 +140,7 @@ async fn a_canary_in_the_url_or_a_header_in_any_encoding_never_reaches_the_origi
 
 #[tokio::test]
 async fn a_canary_in_a_connect_name_is_the_reason_and_the_name_is_not_recorded() {
-    let origin = Origin::start().await;
-    let file = values_file("connect");
-    let org = with_canaries(Org::standard(origin.port()), &file, "refuse");
-    let proxy = ProxyBuilder::new(org.to_toml())
-        .policy(allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
-        .start()
-        .await;
+    let (origin, proxy) = origin_and_proxy("connect").await;
     let hex = data_encoding::HEXLOWER.encode(VALUE.as_bytes());
     let (a, b) = hex.split_at(20);
     let name = format!("{a}.{b}.allowed.test:{}", origin.port());
