@@ -38,31 +38,45 @@ pub(super) async fn tripped(
     hit: Hit,
     ask: &Ask<'_>,
 ) -> Refusal {
-    let canary = hit.id.clone();
     let refusal = Refusal::exfiltration(hit, &ask.target).in_session(&session);
-    if let (OnTrip::EndSession, Some(session)) = (on_trip, session) {
-        match state.sessions.delete(&session.id).await {
-            Ok(_) => {
-                let mut record = Record::new(
-                    "session.ended",
-                    new_request_id(),
-                    String::new(),
-                    String::new(),
-                    String::new(),
-                    None,
-                );
-                record.session = Some(session.id.clone());
-                record.reason = Some(refusal.reason.as_str());
-                record.policy_level = Some(Level::Dlp.as_str());
-                record.cause = Some("canary");
-                record.dlp = refusal.dlp.as_deref().cloned();
-                state.audit.write_detached(record);
-                tracing::warn!(session = %session.id, %canary, "a canary was sent: the session is ended");
-            }
-            Err(e) => {
-                tracing::error!(session = %session.id, %canary, error = %e, "a canary was sent, and the session could not be ended (the session store did not answer); its request is refused");
-            }
+    end_session(state, on_trip, session.as_ref(), &refusal).await;
+    refusal
+}
+
+/// After `refusal` (a canary found, where the listener found it: a tunnel's server name
+/// or first bytes too), end `session` unless `on_trip` is `refuse`: at once, on every
+/// replica, as `DELETE` does, with a `session.ended` record (`"cause": "canary"`).
+/// Anything but a canary's refusal ends nothing.
+pub async fn end_session(
+    state: &State,
+    on_trip: OnTrip,
+    session: Option<&Arc<Session>>,
+    refusal: &Refusal,
+) {
+    let (OnTrip::EndSession, Some(session), Some(hit)) = (on_trip, session, &refusal.dlp) else {
+        return;
+    };
+    let canary = &hit.id;
+    match state.sessions.delete(&session.id).await {
+        Ok(_) => {
+            let mut record = Record::new(
+                "session.ended",
+                new_request_id(),
+                String::new(),
+                String::new(),
+                String::new(),
+                None,
+            );
+            record.session = Some(session.id.clone());
+            record.reason = Some(refusal.reason.as_str());
+            record.policy_level = Some(Level::Dlp.as_str());
+            record.cause = Some("canary");
+            record.dlp = Some((**hit).clone());
+            state.audit.write_detached(record);
+            tracing::warn!(session = %session.id, %canary, "a canary was sent: the session is ended");
+        }
+        Err(e) => {
+            tracing::error!(session = %session.id, %canary, error = %e, "a canary was sent, and the session could not be ended (the session store did not answer); its request is refused");
         }
     }
-    refusal
 }

@@ -52,7 +52,7 @@ pub mod ask;
 pub mod budget;
 pub mod client_hello;
 pub mod decide;
-mod exfiltration;
+pub mod exfiltration;
 pub mod hold;
 pub mod judge;
 pub mod pending;

@@ -29,7 +29,7 @@ use crate::judgement::record::{audit_refusal, Client};
 use crate::judgement::refusal::{Failure, Limit, Refusal};
 use crate::judgement::relayed::{self, RelayedSum};
 use crate::judgement::tunnel_counts::TunnelSlot;
-use crate::judgement::{budget, client_hello, Phase, State};
+use crate::judgement::{budget, client_hello, exfiltration, Phase, State};
 use crate::net::dial::{CheckedAddr, DialError};
 use crate::net::parent::open as open_upstream;
 use crate::session::until_ended;
@@ -381,7 +381,16 @@ async fn relay(
     };
     match outcome {
         Err(refusal) => {
+            let refusal: Refusal = refusal;
             record.armed = false;
+            let approved = &record.approved;
+            // A canary in its server name or first bytes ends its session too.
+            let refusal = match refusal.dlp.is_some() {
+                true => refusal.in_session(&approved.session),
+                false => refusal,
+            };
+            let on_trip = approved.policies.org.canaries().on_trip;
+            exfiltration::end_session(&state, on_trip, approved.session.as_ref(), &refusal).await;
             audit_refusal(&state, &record.client, &refusal, None).await;
         }
         Ok(cut) => {

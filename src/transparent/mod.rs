@@ -42,6 +42,7 @@ use crate::audit::Via;
 use crate::judgement::approved::Scope;
 use crate::judgement::ask::{Ask, Credentials};
 use crate::judgement::client_hello::{self, MAX_HELLO_BYTES, TLS_HANDSHAKE};
+use crate::judgement::exfiltration;
 use crate::judgement::judge;
 use crate::judgement::pending::PendingSlot;
 use crate::judgement::record::{audit_refusal, count_approved, record_stop, Asked, Client};
@@ -308,6 +309,8 @@ async fn tunnel_redirected(
     let canaries = &approved.policies.canaries;
     if let Err(refusal) = client_hello::judge_first(&first, &approved.target, tunnels, canaries) {
         let refusal = refusal.in_session(&approved.session);
+        let on_trip = approved.policies.org.canaries().on_trip;
+        exfiltration::end_session(&state, on_trip, approved.session.as_ref(), &refusal).await;
         return audit_refusal(&state, &client, &refusal, None).await;
     }
     count_approved(&state, &client, &approved);

@@ -252,3 +252,63 @@ async fn a_tripped_canary_ends_its_session_and_says_so() {
     assert_eq!(denied["session"], session.id.as_str());
     assert_never_shown(&proxy, &[tripped.text()]);
 }
+
+/// The first flight rustls's client sends for `name`.
+fn client_hello(name: &str) -> Vec<u8> {
+    use std::sync::Arc;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(name.to_string()).unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut out = Vec::new();
+    conn.write_tls(&mut out).unwrap();
+    out
+}
+
+#[tokio::test]
+async fn a_canary_in_a_tunnels_server_name_closes_it_unsent_and_ends_its_session() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = Origin::start().await;
+    let file = values_file("sni");
+    let org = with_canaries(sessions::org(origin.port()), &file, "end-session");
+    let proxy = sessions::proxy_with(&org, &[]).await;
+    let session = proxy
+        .admin()
+        .create_session(&sessions::allowlist(&["allowed.test"]), None)
+        .await;
+    let auth = session.proxy_auth();
+    let target = format!("allowed.test:{}", origin.port());
+    let headers = [("proxy-authorization", auth.as_str())];
+    let (answer, conn) = connect_via_proxy(proxy.addr, &target, &headers).await;
+    assert_eq!(answer.status, 200, "the tunnel opens: {}", answer.text());
+    let hex = data_encoding::HEXLOWER.encode(VALUE.as_bytes());
+    let (a, b) = hex.split_at(20);
+    let mut stream = conn.into_stream();
+    stream
+        .write_all(&client_hello(&format!("{a}.{b}.allowed.test")))
+        .await
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed: {read:?}");
+    let record = proxy
+        .wait_audit(
+            |r| r["reason"] == "exfiltration_detected",
+            Duration::from_secs(5),
+        )
+        .await;
+    assert_eq!(record["dlp"]["found_in"], "sni", "{record}");
+    assert_eq!(record["session"], session.id.as_str(), "{record}");
+    proxy
+        .wait_audit(|r| r["event"] == "session.ended", Duration::from_secs(5))
+        .await;
+    let url = format!("http://allowed.test:{}/", origin.port());
+    let after = get_via_proxy(proxy.addr, &url, &headers).await;
+    assert_eq!(after.status, 407, "the session ended: {}", after.text());
+    assert_eq!(origin.hits(), 0, "no request reached the origin");
+    assert!(!proxy.audit_text().contains(a));
+}
