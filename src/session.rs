@@ -36,7 +36,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 
 use base64::Engine;
-use hyper::header::{HeaderMap, PROXY_AUTHORIZATION};
+use hyper::header::HeaderValue;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
@@ -245,12 +245,16 @@ impl AuthError {
 }
 
 /// The (ID, TOKEN) a request's `Proxy-Authorization` names, if it carries one.
-pub fn credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, AuthError> {
-    let mut values = headers.get_all(PROXY_AUTHORIZATION).iter();
-    let Some(value) = values.next() else {
+/// Given the number of `Proxy-Authorization` fields and the first: more than one is
+/// malformed.
+pub fn credentials_of(
+    count: usize,
+    first: Option<&HeaderValue>,
+) -> Result<Option<(String, String)>, AuthError> {
+    let Some(value) = first else {
         return Ok(None);
     };
-    if values.next().is_some() {
+    if count > 1 {
         return Err(AuthError::Malformed);
     }
     parse_basic(value.as_bytes())

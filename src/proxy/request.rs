@@ -7,7 +7,9 @@
 use std::borrow::Cow;
 
 use hyper::ext::Protocol;
-use hyper::header::{HeaderMap, HeaderName, CONTENT_LENGTH, HOST, UPGRADE};
+use hyper::header::{
+    HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, HOST, PROXY_AUTHORIZATION, UPGRADE,
+};
 use hyper::{Method, Request, Version};
 
 use crate::dlp::{FoundIn, Hit, Scanner};
@@ -25,30 +27,69 @@ pub const NETWORK_POLICY_HEADER: &str = "x-network-policy";
 /// text each time.
 const NETWORK_POLICY: HeaderName = HeaderName::from_static(NETWORK_POLICY_HEADER);
 
+/// What one pass over a request's header fields finds: the head's size, and the fields
+/// the question reads (each a compare in the pass, not a lookup of its own).
+struct Head<'r> {
+    size: usize,
+    upgrade: bool,
+    host: Fields<'r>,
+    auth: Fields<'r>,
+    policy: Fields<'r>,
+    length: Option<&'r HeaderValue>,
+}
+
+/// How many fields of one name, and the first.
+#[derive(Default, Clone, Copy)]
+struct Fields<'r> {
+    count: usize,
+    first: Option<&'r HeaderValue>,
+}
+
+impl<'r> Fields<'r> {
+    fn add(&mut self, value: &'r HeaderValue) {
+        self.count += 1;
+        self.first.get_or_insert(value);
+    }
+}
+
 /// Refuse a request head larger than `max` bytes (`--max-header-bytes`, 431). The first
 /// head of a connection is measured before hyper reads it (`crate::proxy::preflight`); this
 /// holds the later heads of a kept-alive connection to the same limit, counting the
-/// request target and every header as they appear on the wire. Says whether the head
-/// has an `Upgrade` field (for [`upgrade`]), and the head's size.
-fn head_within<B>(req: &Request<B>, max: usize) -> Result<(usize, bool), Refusal> {
+/// request target and every header as they appear on the wire. The same pass notes the
+/// fields the question reads ([`Head`]).
+fn head_within<B>(req: &Request<B>, max: usize) -> Result<Head<'_>, Refusal> {
     let uri = req.uri();
     let target = uri.path_and_query().map_or(0, |p| p.as_str().len())
         + uri.authority().map_or(0, |a| a.as_str().len())
         + uri.scheme_str().map_or(0, |s| s.len() + 3);
-    let mut size = req.method().as_str().len() + target + 12;
-    // The same pass notes an `Upgrade` field (a compare, not a lookup): most requests
-    // have none, and then nothing more is looked at for it.
-    let mut upgrade = false;
+    let mut head = Head {
+        size: req.method().as_str().len() + target + 12,
+        upgrade: false,
+        host: Fields::default(),
+        auth: Fields::default(),
+        policy: Fields::default(),
+        length: None,
+    };
     for (name, value) in req.headers() {
-        size += name.as_str().len() + value.len() + 4;
-        upgrade |= name == UPGRADE;
+        head.size += name.as_str().len() + value.len() + 4;
+        if name == HOST {
+            head.host.add(value);
+        } else if name == PROXY_AUTHORIZATION {
+            head.auth.add(value);
+        } else if name == CONTENT_LENGTH {
+            head.length.get_or_insert(value);
+        } else if name == UPGRADE {
+            head.upgrade = true;
+        } else if name == NETWORK_POLICY {
+            head.policy.add(value);
+        }
     }
-    if size > max {
+    if head.size > max {
         return Err(Refusal::head_too_large(format!(
             "request head larger than {max} bytes"
         )));
     }
-    Ok((size, upgrade))
+    Ok(head)
 }
 
 /// The one upgrade the proxy passes on is a WebSocket's (docs/reference/inspection.md,
@@ -91,7 +132,7 @@ pub fn asks_upgrade(headers: &HeaderMap) -> bool {
 /// authority. Refuses anything else with `invalid_request`, a host that does not
 /// survive normalisation with `invalid_host`, and a `Host` header naming another
 /// authority with `host_mismatch`.
-fn target<B>(req: &Request<B>) -> Result<Target, Refusal> {
+fn target<B>(req: &Request<B>, head: &Head<'_>) -> Result<Target, Refusal> {
     let uri = req.uri();
     let connect = req.method() == Method::CONNECT;
     let (authority, default_port) = if connect {
@@ -136,7 +177,7 @@ fn target<B>(req: &Request<B>) -> Result<Target, Refusal> {
             .with_detail(format!("invalid host: {e}"))
     })?;
     let target = Target { host, port };
-    check_host_headers(req.headers(), authority, &target)?;
+    check_host_headers(req.headers(), head, authority, &target)?;
     Ok(target)
 }
 
@@ -144,7 +185,7 @@ fn target<B>(req: &Request<B>) -> Result<Target, Refusal> {
 /// (docs/reference/inspection.md). Its `Host` (and an absolute-form target's authority)
 /// must name the `CONNECT` host: anything else is `host_mismatch`, so no request is
 /// fronted through a tunnel judged for another name.
-fn inner_target<B>(req: &Request<B>, tunnel: &Target) -> Result<Target, Refusal> {
+fn inner_target<B>(req: &Request<B>, head: &Head<'_>, tunnel: &Target) -> Result<Target, Refusal> {
     let mismatch = || {
         Refusal::new(Reason::HostMismatch, tunnel.host.to_string(), tunnel.port)
             .with_detail("the request names another host than the tunnel's CONNECT host")
@@ -179,7 +220,7 @@ fn inner_target<B>(req: &Request<B>, tunnel: &Target) -> Result<Target, Refusal>
             return Err(mismatch());
         }
     }
-    if !req.headers().contains_key(HOST) {
+    if head.host.count == 0 {
         // An h2 request names its host in `:authority` (checked above), and `Host` is
         // optional.
         if req.version() == Version::HTTP_2 && req.uri().authority().is_some() {
@@ -191,7 +232,7 @@ fn inner_target<B>(req: &Request<B>, tunnel: &Target) -> Result<Target, Refusal>
         );
     }
     let authority = tunnel.host.authority(tunnel.port);
-    check_host_headers(req.headers(), &authority, tunnel).map_err(|r| match r.reason {
+    check_host_headers(req.headers(), head, &authority, tunnel).map_err(|r| match r.reason {
         Reason::HostMismatch => mismatch(),
         _ => r,
     })?;
@@ -204,50 +245,51 @@ fn inner_target<B>(req: &Request<B>, tunnel: &Target) -> Result<Target, Refusal>
 /// target's `authority` (the usual case) names it without being parsed again.
 fn check_host_headers(
     headers: &HeaderMap,
+    head: &Head<'_>,
     authority: &str,
     target: &Target,
 ) -> Result<(), Refusal> {
-    let mut count = 0;
-    for value in headers.get_all(HOST) {
-        count += 1;
-        let matches = value.as_bytes() == authority.as_bytes()
+    let names = |value: &HeaderValue| {
+        value.as_bytes() == authority.as_bytes()
             || value
                 .to_str()
                 .ok()
                 .and_then(split_host_port)
                 .and_then(|(h, p)| Some((Host::parse(h).ok()?, p.unwrap_or(target.port))))
-                .is_some_and(|(h, p)| h == target.host && p == target.port);
-        if !matches {
-            return Err(
-                Refusal::new(Reason::HostMismatch, target.host.to_string(), target.port)
-                    .with_detail("the Host header names another authority than the request target"),
-            );
-        }
+                .is_some_and(|(h, p)| h == target.host && p == target.port)
+    };
+    let mismatch = || {
+        Refusal::new(Reason::HostMismatch, target.host.to_string(), target.port)
+            .with_detail("the Host header names another authority than the request target")
+    };
+    // The usual case, one field or none, from the pass over the head.
+    if head.host.count <= 1 {
+        return match head.host.first {
+            Some(value) if !names(value) => Err(mismatch()),
+            _ => Ok(()),
+        };
     }
-    if count > 1 {
-        return Err(Refusal::malformed("more than one Host header"));
+    if !headers.get_all(HOST).iter().all(names) {
+        return Err(mismatch());
     }
-    Ok(())
+    Err(Refusal::malformed("more than one Host header"))
 }
 
 /// The client's `X-Network-Policy`, as it came: the judge reads it (step 3).
-fn narrowing(headers: &HeaderMap) -> Narrowing<'_> {
-    let mut values = headers.get_all(&NETWORK_POLICY).iter();
-    let Some(value) = values.next() else {
-        return Narrowing::Absent;
-    };
-    if values.next().is_some() {
-        return Narrowing::Several;
-    }
-    match value.to_str() {
-        Ok(text) => Narrowing::One(text),
-        Err(_) => Narrowing::NotText,
+fn narrowing<'r>(head: &Head<'r>) -> Narrowing<'r> {
+    match (head.policy.count, head.policy.first) {
+        (0, _) | (_, None) => Narrowing::Absent,
+        (1, Some(value)) => match value.to_str() {
+            Ok(text) => Narrowing::One(text),
+            Err(_) => Narrowing::NotText,
+        },
+        _ => Narrowing::Several,
     }
 }
 
 /// The credentials of `Proxy-Authorization`, as presented.
-fn credentials(headers: &HeaderMap) -> Credentials {
-    match session::credentials(headers) {
+fn credentials(head: &Head<'_>) -> Credentials {
+    match session::credentials_of(head.auth.count, head.auth.first) {
         Ok(None) => Credentials::None,
         Ok(Some((id, token))) => Credentials::Presented { id, token },
         Err(why) => Credentials::Unreadable(why),
@@ -256,10 +298,12 @@ fn credentials(headers: &HeaderMap) -> Credentials {
 
 /// A request's `Content-Length`, when it declares one that parses.
 pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
+    headers.get(CONTENT_LENGTH).and_then(length)
+}
+
+/// A `Content-Length` value that parses.
+fn length(value: &HeaderValue) -> Option<u64> {
+    value.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok())
 }
 
 /// A method's name; the standard ones borrowed, so the common request allocates
@@ -290,10 +334,10 @@ pub(crate) fn ask<'r, B: Sync>(
     max_head: usize,
     url: Option<&'r (dyn Fn() -> String + Send + Sync)>,
 ) -> Result<Ask<'r>, Refusal> {
-    let (head_bytes, has_upgrade) = head_within(req, max_head)?;
+    let head = head_within(req, max_head)?;
     let target = match inside {
-        None => target(req)?,
-        Some(tunnel) => inner_target(req, tunnel)?,
+        None => target(req, &head)?,
+        Some(tunnel) => inner_target(req, &head, tunnel)?,
     };
     let connect = req.method() == Method::CONNECT && inside.is_none();
     let what = match connect {
@@ -301,19 +345,19 @@ pub(crate) fn ask<'r, B: Sync>(
         false => What::Request(ask::Request {
             method: method_name(req.method()),
             path: req.uri().path_and_query().map_or("/", |p| p.as_str()),
-            declared_length: declared_length(req.headers()),
-            websocket: has_upgrade && upgrade(req, &target)?,
+            declared_length: head.length.and_then(length),
+            websocket: head.upgrade && upgrade(req, &target)?,
         }),
     };
     Ok(Ask {
         target,
         credentials: match inside {
-            None => credentials(req.headers()),
+            None => credentials(&head),
             Some(_) => Credentials::None,
         },
         what,
-        narrowing: narrowing(req.headers()),
-        head_bytes,
+        narrowing: narrowing(&head),
+        head_bytes: head.size,
         url,
         exposed: Some(req),
     })

@@ -26,7 +26,7 @@ pub struct MemoryStore {
 }
 
 #[cfg(test)]
-use super::{credentials, TunnelGuard};
+use super::{credentials_of, TunnelGuard};
 
 impl MemoryStore {
     pub fn new(metrics: Arc<Metrics>) -> MemoryStore {
@@ -130,7 +130,9 @@ impl MemoryStore {
     /// request is traffic for it. Errors never say which part was wrong.
     #[cfg(test)]
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Option<Arc<Session>>, AuthError> {
-        match credentials(headers)? {
+        let mut values = headers.get_all(hyper::header::PROXY_AUTHORIZATION).iter();
+        let first = values.next();
+        match credentials_of(first.map_or(0, |_| 1 + values.count()), first)? {
             None => Ok(None),
             Some((id, token)) => self.check(&id, &token).map(Some),
         }
