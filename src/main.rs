@@ -11,7 +11,7 @@ use clap::Parser;
 use egress_proxy::cli::{
     ApproveArgs, AuditCommand, CaCommand, CheckArgs, CheckFormat, Cli, Command, DiffArgs,
     DiffFormat, LintArgs, LintFormat, ReplayArgs, RunArgs, ServeArgs, SuggestArgs, SuggestFormat,
-    SummarizeArgs, SummaryFormat, WatchArgs,
+    SummarizeArgs, SummaryFormat, VerifyArgs, WatchArgs,
 };
 use egress_proxy::config::{
     ApproveConfig, CheckConfig, InitConfig, RulesConfig, RunConfig, ServeConfig, WatchConfig,
@@ -54,6 +54,18 @@ fn main() -> ExitCode {
             AuditCommand::Summarize(args) => summarize(&args),
             AuditCommand::Suggest(args) => suggest(&args),
             AuditCommand::Replay(args) => replay(&args),
+            AuditCommand::Verify(args) => verify(&args),
+            AuditCommand::Keygen { dir } => match egress_proxy::review::verify::keygen(&dir) {
+                Ok((private, public)) => {
+                    println!(
+                        "wrote {} (serve --audit-signing-key) and {} (audit verify --public-key)",
+                        private.display(),
+                        public.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            },
         },
         Command::Diff(args) => diff(&args),
         Command::Run(args) => run(*args),
@@ -286,4 +298,13 @@ fn replay(args: &ReplayArgs) -> ExitCode {
         eprintln!("warning: {w}");
     }
     emit_then(&output, r.changed())
+}
+
+fn verify(args: &VerifyArgs) -> ExitCode {
+    use egress_proxy::review::verify;
+    let report = match verify::verify(&args.files, args.public_key.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    emit_then(&verify::text(&report), !report.intact())
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, UdpSocket};
 
 use crate::admin::{self, reload::Reloader, Admin};
-use crate::audit::AuditLog;
+use crate::audit::{AuditLog, AuditOptions};
 use crate::config::SessionStoreConfig;
 use crate::config::{AdminConfig, CaSource, ServeConfig};
 use crate::judgement::approvals::Approvals;
@@ -250,7 +250,12 @@ pub async fn serve_with(
         None => None,
     };
     let listener = listeners.proxy;
-    let (audit, writer) = AuditLog::open(&args.audit_log, args.audit_failure)
+    let audit_options = AuditOptions {
+        on_failure: args.audit_failure,
+        format: args.audit_format,
+        signer: args.audit_signing_key.clone(),
+    };
+    let (audit, writer) = AuditLog::open_with(&args.audit_log, audit_options)
         .await
         .map_err(|source| StartError::Audit {
             path: args.audit_log.clone(),

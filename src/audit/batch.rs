@@ -1,11 +1,13 @@
-//! The writer's batch: whole audit lines waiting to be written, and the write that
-//! resumes where a short write stopped, so every line reaches the file whole
-//! (docs/reference/audit-log.md, "When records are written"); the file it goes to.
+//! The writer's batch: whole audit lines waiting to be written, each sealed by the chain
+//! (`super::chain`), and the write that resumes where a short write stopped, so every
+//! line reaches the file whole (docs/reference/audit-log.md, "When records are
+//! written"); the file it goes to.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
+use super::chain::{Chain, Format, Position};
 use super::Record;
 
 /// Whole lines waiting to be written, and how far into them the file already holds.
@@ -15,14 +17,111 @@ pub(super) struct Batch {
     pub(super) lines: u64,
     /// Bytes of `bytes` already in the file (a write can stop part-way).
     pub(super) written: usize,
+    /// Each line's place, so a line not yet written can be sealed again.
+    marks: Vec<Mark>,
+}
+
+/// Where a line starts, where its body ends (the chain's fields follow), and whether it
+/// is a checkpoint (sealed with a signature).
+#[derive(Clone, Copy)]
+struct Mark {
+    /// The `seq` and `prev` it was sealed with.
+    position: Position,
+    start: usize,
+    body_end: usize,
+    checkpoint: bool,
 }
 
 impl Batch {
-    pub(super) fn push(&mut self, rec: &Record) {
+    /// Add `rec` as a line sealed by `chain`; returns the line's index in the batch.
+    pub(super) fn push(&mut self, rec: &Record, chain: &mut Chain) -> Option<usize> {
+        let start = self.bytes.len();
         // A Record always serialises: every field is a string, number, bool or null.
-        if serde_json::to_writer(&mut self.bytes, rec).is_ok() {
-            self.bytes.push(b'\n');
-            self.lines += 1;
+        let body = match chain.format() {
+            Format::Json => serde_json::to_writer(&mut self.bytes, rec)
+                .map(|()| {
+                    // The closing brace: the chain's fields close the object.
+                    self.bytes.pop();
+                })
+                .is_ok(),
+            Format::Ocsf => super::ocsf::write_body(&mut self.bytes, rec).is_ok(),
+        };
+        if !body {
+            self.bytes.truncate(start);
+            return None;
+        }
+        Some(self.seal(start, chain, false))
+    }
+
+    /// Add an `audit.checkpoint` line signed by `chain`'s key.
+    pub(super) fn push_checkpoint(&mut self, chain: &mut Chain) {
+        let start = self.bytes.len();
+        let ts = super::now_rfc3339();
+        let key = chain.key_id().unwrap_or_default().to_string();
+        match chain.format() {
+            Format::Json => {
+                let body = serde_json::json!({"ts": ts, "event": "audit.checkpoint", "key": key});
+                serde_json::to_writer(&mut self.bytes, &body).expect("a JSON value serialises");
+                self.bytes.pop();
+            }
+            Format::Ocsf => super::ocsf::write_checkpoint_body(&mut self.bytes, &ts, &key),
+        }
+        self.seal(start, chain, true);
+    }
+
+    fn seal(&mut self, start: usize, chain: &mut Chain, checkpoint: bool) -> usize {
+        let body_end = self.bytes.len();
+        let position = chain.position();
+        chain.seal(&mut self.bytes, start, checkpoint);
+        self.marks.push(Mark {
+            position,
+            start,
+            body_end,
+            checkpoint,
+        });
+        self.lines += 1;
+        self.marks.len() - 1
+    }
+
+    /// The bytes of line `index`, with its newline.
+    pub(super) fn line(&self, index: usize) -> std::ops::Range<usize> {
+        let start = self.marks[index].start;
+        let end = self
+            .marks
+            .get(index + 1)
+            .map_or(self.bytes.len(), |m| m.start);
+        start..end
+    }
+
+    /// The position of the first line not yet written, if there is one.
+    pub(super) fn unwritten_position(&self) -> Option<Position> {
+        self.first_unwritten().map(|i| self.marks[i].position)
+    }
+
+    fn first_unwritten(&self) -> Option<usize> {
+        self.marks.iter().position(|m| m.start >= self.written)
+    }
+
+    /// Seal again, from `chain`'s position, every line not yet written (after the file
+    /// was reopened under them: they go on in the new file, with its numbers).
+    pub(super) fn reseal_unwritten(&mut self, chain: &mut Chain) {
+        let Some(first) = self.first_unwritten() else {
+            return;
+        };
+        let unsigned = chain.unsigned_count();
+        let from = self.marks[first].start;
+        let tail = self.bytes.split_off(from);
+        let marks = self.marks.split_off(first);
+        self.lines -= marks.len() as u64;
+        for mark in &marks {
+            let start = self.bytes.len();
+            self.bytes
+                .extend_from_slice(&tail[mark.start - from..mark.body_end - from]);
+            self.seal(start, chain, mark.checkpoint);
+        }
+        if !marks.iter().any(|m| m.checkpoint) {
+            // Those lines were counted when first sealed.
+            chain.set_unsigned_count(unsigned);
         }
     }
 
@@ -36,6 +135,7 @@ impl Batch {
 
     pub(super) fn clear(&mut self) {
         self.bytes.clear();
+        self.marks.clear();
         self.lines = 0;
         self.written = 0;
     }

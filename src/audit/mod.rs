@@ -2,7 +2,8 @@
 //!
 //! One JSON object per line for every denied attempt (and allowed connection with
 //! `--audit-allowed`): the record ([`Record`]), its time format and request ids here;
-//! the queue and the task that writes the file in [`writer`].
+//! the queue and the task that writes the file in [`writer`]; the chain of `seq` and
+//! `prev` every line carries, and its signed checkpoints, in [`chain`] and [`keys`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -12,10 +13,14 @@ use serde::Serialize;
 use time::{OffsetDateTime, PrimitiveDateTime};
 
 mod batch;
+pub mod chain;
+pub mod keys;
 mod live;
+mod ocsf;
 mod writer;
+pub use chain::Format;
 pub use live::LiveRecord;
-pub use writer::{AuditLog, OnFailure};
+pub use writer::{AuditLog, AuditOptions, OnFailure};
 
 /// Longest query string kept in `url`, in bytes.
 pub const MAX_QUERY_BYTES: usize = 256;

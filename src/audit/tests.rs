@@ -128,7 +128,7 @@ fn read_lines(path: &std::path::Path) -> Vec<serde_json::Value> {
 #[tokio::test]
 async fn every_record_is_written_when_the_last_handle_drops() {
     let path = temp_path("drop");
-    let (log, writer) = AuditLog::open(path.to_str().unwrap(), OnFailure::Closed)
+    let (log, writer) = AuditLog::open_with(path.to_str().unwrap(), AuditOptions::default())
         .await
         .unwrap();
     let task = tokio::spawn(writer.run());
@@ -154,7 +154,7 @@ async fn every_record_is_written_when_the_last_handle_drops() {
 #[tokio::test]
 async fn close_writes_what_was_queued_while_clones_live() {
     let path = temp_path("close");
-    let (log, writer) = AuditLog::open(path.to_str().unwrap(), OnFailure::Closed)
+    let (log, writer) = AuditLog::open_with(path.to_str().unwrap(), AuditOptions::default())
         .await
         .unwrap();
     let task = tokio::spawn(writer.run());
@@ -173,7 +173,7 @@ async fn close_writes_what_was_queued_while_clones_live() {
 #[tokio::test]
 async fn a_record_reaches_the_file_before_shutdown() {
     let path = temp_path("prompt");
-    let (log, writer) = AuditLog::open(path.to_str().unwrap(), OnFailure::Closed)
+    let (log, writer) = AuditLog::open_with(path.to_str().unwrap(), AuditOptions::default())
         .await
         .unwrap();
     let task = tokio::spawn(writer.run());
@@ -204,7 +204,7 @@ async fn disabled_log_discards() {
 #[tokio::test]
 async fn subscribers_get_the_files_lines_and_never_hold_it_back() {
     let path = temp_path("live");
-    let (log, writer) = AuditLog::open(path.to_str().unwrap(), OnFailure::Closed)
+    let (log, writer) = AuditLog::open_with(path.to_str().unwrap(), AuditOptions::default())
         .await
         .unwrap();
     let task = tokio::spawn(writer.run());
@@ -228,4 +228,48 @@ async fn subscribers_get_the_files_lines_and_never_hold_it_back() {
     std::fs::remove_file(&path).unwrap();
     assert_eq!(text.lines().next().unwrap().as_bytes(), &live.line[..]);
     assert_eq!(text.lines().count(), n);
+}
+
+/// The lines a reopen finds not yet written go to the new file: sealed again from seq
+/// 1, the first naming the last line the old file holds, so the two files verify in
+/// order (`audit verify`).
+#[test]
+fn lines_not_written_before_a_reopen_begin_the_new_file_at_seq_1() {
+    use super::batch::Batch;
+    use super::chain::{Chain, Format};
+    let mut chain = Chain::new(Format::Json, None);
+    let mut batch = Batch::default();
+    for i in 0..5u16 {
+        let rec = Record::new(
+            "egress.denied",
+            format!("r{i}"),
+            "127.0.0.1:1".into(),
+            "GET".into(),
+            "a.test".into(),
+            Some(i),
+        );
+        batch.push(&rec, &mut chain);
+    }
+    // The old file took two whole lines (a third cut short is written again whole).
+    batch.written = batch.line(1).end;
+    let before = batch.unwritten_position().unwrap();
+    assert_eq!(before.0, 3);
+    chain.continue_in(None, before);
+    batch.reseal_unwritten(&mut chain);
+    assert_eq!(batch.lines, 5);
+    assert_eq!(chain.position().0, 4, "three lines in the new file");
+    let dir = std::env::temp_dir().join(format!("reseal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (old, new) = (dir.join("old"), dir.join("new"));
+    std::fs::write(&old, &batch.bytes[..batch.written]).unwrap();
+    std::fs::write(&new, &batch.bytes[batch.written..]).unwrap();
+    let first: serde_json::Value =
+        serde_json::from_slice(batch.bytes[batch.line(2)].strip_suffix(b"\n").unwrap()).unwrap();
+    assert_eq!(first["seq"], 1);
+    assert_eq!(first["request_id"], "r2");
+    let report = crate::review::verify::verify(&[old.clone(), new.clone()], None).unwrap();
+    assert!(report.intact(), "{}", crate::review::verify::text(&report));
+    let report = crate::review::verify::verify(&[new, old], None).unwrap();
+    assert!(!report.intact());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

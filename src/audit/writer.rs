@@ -14,10 +14,13 @@
 //!   lost instead, and the proxy keeps serving.
 //! - on [`AuditLog::reopen`] (SIGUSR1), it finishes the batch in hand and opens the path
 //!   again, so a file renamed by logrotate is left whole and a new one is created.
+//! - it seals each line with the chain's `seq` and `prev` as it batches it, and with a
+//!   signing key adds the checkpoints (`super::chain`); a file it opens that already
+//!   holds lines is gone on from its last line, a new one from seq 1.
 //!
 //! # Shutdown
 //!
-//! [`AuditLog::open`] returns the handle and an [`AuditWriter`]; spawn
+//! [`AuditLog::open_with`] returns the handle and an [`AuditWriter`]; spawn
 //! [`AuditWriter::run`] and keep its `JoinHandle`. On shutdown, stop accepting, then
 //! either drop every `AuditLog` clone or call [`AuditLog::close`] on one of them, and
 //! await the `JoinHandle`: when it returns, every record queued before that point is in
@@ -31,8 +34,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
 
 use super::batch::{open_append, stdout_file, write_from, Batch};
+use super::chain::{read_tail, Chain, Format, Tail, CHECKPOINT_INTERVAL};
+use super::keys::Signer;
 use super::live::{Live, LiveRecord};
 use super::Record;
 
@@ -54,6 +60,15 @@ pub enum OnFailure {
     Closed,
     /// Keep serving; count the records that could not be written as lost.
     Open,
+}
+
+/// How the log is written: `--audit-failure`, `--audit-format`, `--audit-signing-key`.
+#[derive(Clone, Debug, Default)]
+pub struct AuditOptions {
+    pub on_failure: OnFailure,
+    pub format: Format,
+    /// Signs a checkpoint every 1,000 records, every 60 s and at shutdown.
+    pub signer: Option<Arc<Signer>>,
 }
 
 /// What the handles and the writer share.
@@ -100,8 +115,13 @@ struct Sink {
 
 impl AuditLog {
     /// Opens `path` for appending (created with mode 0600 if missing), or standard output
-    /// for `-`. Spawn the returned writer's [`run`](AuditWriter::run).
-    pub async fn open(path: &str, on_failure: OnFailure) -> io::Result<(AuditLog, AuditWriter)> {
+    /// for `-`, to write in `options`' format, signing checkpoints with its key. Spawn
+    /// the returned writer's [`run`](AuditWriter::run).
+    pub async fn open_with(
+        path: &str,
+        options: AuditOptions,
+    ) -> io::Result<(AuditLog, AuditWriter)> {
+        let mut chain = Chain::new(options.format, options.signer);
         let sink = if path == "-" {
             Sink {
                 file: stdout_file()?,
@@ -109,17 +129,15 @@ impl AuditLog {
             }
         } else {
             let path = PathBuf::from(path);
-            let opened = path.clone();
-            let file = tokio::task::spawn_blocking(move || open_append(&opened))
-                .await
-                .map_err(io::Error::other)??;
+            let (file, tail) = open_at_tail(path.clone()).await?;
+            chain.continue_in(tail, chain.position());
             Sink {
                 file,
                 path: Some(path),
             }
         };
         let (tx, rx) = mpsc::channel(QUEUE);
-        let shared = Shared::new(on_failure);
+        let shared = Shared::new(options.on_failure);
         let log = AuditLog {
             tx: Some(tx),
             shared: shared.clone(),
@@ -129,6 +147,7 @@ impl AuditLog {
             sink: Some(sink),
             shared,
             batch: Batch::default(),
+            chain,
             unpublished: Vec::new(),
             closing: false,
         };
@@ -211,6 +230,16 @@ impl AuditLog {
     }
 }
 
+/// The file at `path` opened for appending, and its last line.
+async fn open_at_tail(path: PathBuf) -> io::Result<(File, Option<Tail>)> {
+    tokio::task::spawn_blocking(move || {
+        let file = open_append(&path)?;
+        Ok((file, read_tail(&path)?))
+    })
+    .await
+    .map_err(io::Error::other)?
+}
+
 fn stopped(rec: &Record) {
     tracing::error!(
         event = rec.event,
@@ -226,9 +255,10 @@ pub struct AuditWriter {
     sink: Option<Sink>,
     shared: Arc<Shared>,
     batch: Batch,
-    /// The batch's records readers are waiting for (`event`, `session`, where the line
-    /// is in the batch): published once the file holds them, never before.
-    unpublished: Vec<(&'static str, Option<String>, std::ops::Range<usize>)>,
+    chain: Chain,
+    /// The batch's records readers are waiting for (`event`, `session`, the line's index
+    /// in the batch): published once the file holds them, never before.
+    unpublished: Vec<(&'static str, Option<String>, usize)>,
     closing: bool,
 }
 
@@ -241,6 +271,7 @@ impl AuditWriter {
     /// the final fsync's error is returned.
     pub async fn run(mut self) -> io::Result<u64> {
         let shared = self.shared.clone();
+        let mut checkpoint_at = Instant::now() + CHECKPOINT_INTERVAL;
         loop {
             tokio::select! {
                 biased;
@@ -258,6 +289,12 @@ impl AuditWriter {
                     Some(rec) => self.take(&rec),
                     None => break,
                 },
+                _ = tokio::time::sleep_until(checkpoint_at), if self.chain.signs() => {
+                    checkpoint_at = Instant::now() + CHECKPOINT_INTERVAL;
+                    if self.chain.unsigned() > 0 {
+                        self.batch.push_checkpoint(&mut self.chain);
+                    }
+                }
             }
             while self.batch.lines < MAX_BATCH as u64 {
                 match self.rx.try_recv() {
@@ -266,6 +303,9 @@ impl AuditWriter {
                 }
             }
             self.write_batch().await;
+        }
+        if self.chain.unsigned() > 0 {
+            self.batch.push_checkpoint(&mut self.chain);
         }
         self.write_batch().await;
         let sink = self
@@ -283,19 +323,21 @@ impl AuditWriter {
     /// Add `rec` to the batch and, when anyone listens, note its line for publishing
     /// once it is written.
     fn take(&mut self, rec: &Record) {
-        let start = self.batch.bytes.len();
-        self.batch.push(rec);
-        let end = self.batch.bytes.len();
-        if end > start && self.shared.live.listened() {
+        let line = self.batch.push(rec, &mut self.chain);
+        if let Some(line) = line.filter(|_| self.shared.live.listened()) {
             let session = rec.session.clone();
-            self.unpublished.push((rec.event, session, start..end));
+            self.unpublished.push((rec.event, session, line));
+        }
+        if self.chain.checkpoint_due() {
+            self.batch.push_checkpoint(&mut self.chain);
         }
     }
 
     /// Publish the noted lines that lie within the first `written` bytes of the batch
     /// (the file holds those), and forget the rest with the batch.
     fn publish_written(&mut self, written: usize) {
-        for (event, session, range) in self.unpublished.drain(..) {
+        for (event, session, line) in self.unpublished.drain(..) {
+            let range = self.batch.line(line);
             if range.end <= written {
                 self.shared
                     .live
@@ -382,9 +424,8 @@ impl AuditWriter {
         let Some(path) = self.sink.as_ref().and_then(|s| s.path.clone()) else {
             return;
         };
-        let opened = path.clone();
-        match tokio::task::spawn_blocking(move || open_append(&opened)).await {
-            Ok(Ok(file)) => {
+        match open_at_tail(path.clone()).await {
+            Ok((file, tail)) => {
                 let old = std::mem::replace(&mut self.sink.as_mut().expect("sink").file, file);
                 let _ = tokio::task::spawn_blocking(move || old.sync_all()).await;
                 // A line cut short in the old file is written whole to the new one.
@@ -393,12 +434,19 @@ impl AuditWriter {
                     .iter()
                     .rposition(|&b| b == b'\n')
                     .map_or(0, |i| i + 1);
+                // The lines not yet written go on in the new file, from its last line
+                // (or from seq 1, after the last line the old file holds).
+                let before = self
+                    .batch
+                    .unwritten_position()
+                    .unwrap_or(self.chain.position());
+                self.chain.continue_in(tail, before);
+                self.batch.reseal_unwritten(&mut self.chain);
                 tracing::info!(path = %path.display(), "audit log reopened");
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 tracing::error!(path = %path.display(), error = %e, "cannot reopen the audit log; still writing to the old file")
             }
-            Err(e) => tracing::error!(error = %e, "cannot reopen the audit log"),
         }
     }
 }

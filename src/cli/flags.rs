@@ -41,6 +41,22 @@ pub struct AuditFlags {
     /// Also write one audit record per allowed connection (with bytes_up/bytes_down).
     #[arg(long)]
     pub audit_allowed: bool,
+
+    /// Sign an `audit.checkpoint` record every 1,000 records, every 60 s and at shutdown
+    /// with this Ed25519 private key (PKCS#8 PEM, made by `audit keygen DIR`).
+    #[arg(long, value_name = "FILE")]
+    pub audit_signing_key: Option<PathBuf>,
+
+    /// Each record as the proxy's own JSON object, or as an OCSF 1.5 event.
+    #[arg(long, value_enum, default_value_t = AuditFormat::Json)]
+    pub audit_format: AuditFormat,
+}
+
+/// `--audit-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuditFormat {
+    Json,
+    Ocsf,
 }
 
 /// Names pinned to addresses: `serve`, `run` and `check` (which resolves nothing else).

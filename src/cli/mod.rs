@@ -16,7 +16,7 @@ mod watch;
 
 pub use offline::{
     AuditArgs, AuditCommand, CheckArgs, CheckFormat, DiffArgs, DiffFormat, LintArgs, LintFormat,
-    ReplayArgs, SuggestArgs, SuggestFormat, SummarizeArgs, SummaryFormat,
+    ReplayArgs, SuggestArgs, SuggestFormat, SummarizeArgs, SummaryFormat, VerifyArgs,
 };
 pub use run::{JailInitArgs, RulesArgs, RunArgs, DNS_PORT, TRANSPARENT_PORT};
 pub use serve::{Admin, Approval, AuditFailure, Limits, Listen, ServeArgs, Sessions};

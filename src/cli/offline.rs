@@ -111,6 +111,30 @@ pub enum AuditCommand {
     /// Re-decide logged attempts under other policies, without resolving (exit 0 no
     /// verdict changes, 1 changes, 2 error).
     Replay(ReplayArgs),
+    /// Check the chain of `seq` and `prev` across logs given in order, and with
+    /// --public-key the checkpoints' signatures; names the first line changed, removed,
+    /// inserted, reordered or cut (exit 0 intact, 1 broken, 2 error).
+    Verify(VerifyArgs),
+    /// Make an Ed25519 key pair for `serve --audit-signing-key`: DIR/audit-signing-key.pem
+    /// (readable by its owner only) and DIR/audit-signing-key.pub.pem for `audit verify
+    /// --public-key`. Refuses to overwrite either.
+    Keygen {
+        /// The directory to write the keys to (created if missing).
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The public key (PEM) the checkpoints must be signed with (`audit keygen`'s
+    /// audit-signing-key.pub.pem).
+    #[arg(long, value_name = "FILE")]
+    pub public_key: Option<PathBuf>,
+
+    /// Audit log files, oldest first (gzip is recognised by its magic bytes).
+    #[arg(required = true, value_name = "LOG")]
+    pub files: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{at_least, flag, seconds, ConfigError};
-use crate::audit::OnFailure;
-use crate::cli::flags::{AuditFlags, DnsFlags, ParentFlags, PolicyFlags};
+use crate::audit::keys::Signer;
+use crate::audit::{Format, OnFailure};
+use crate::cli::flags::{AuditFlags, AuditFormat, DnsFlags, ParentFlags, PolicyFlags};
 use crate::cli::{self, AuditFailure, ServeArgs};
 use crate::dlp::Canary;
 use crate::judgement::Limits;
@@ -68,6 +69,10 @@ pub struct ServeConfig {
     pub audit_log: String,
     pub audit_allowed: bool,
     pub audit_failure: OnFailure,
+    pub audit_format: Format,
+    /// `--audit-signing-key`, read at start, and its file (`run` hides it from CMD).
+    pub audit_signing_key: Option<Arc<Signer>>,
+    pub audit_signing_key_file: Option<PathBuf>,
     pub pins: HashMap<String, Vec<IpAddr>>,
     pub dns_server: Option<SocketAddr>,
     pub dns_timeout: Duration,
@@ -154,6 +159,18 @@ impl ServeConfig {
             audit_log: audit.audit_log,
             audit_allowed: audit.audit_allowed,
             audit_failure: OnFailure::Closed,
+            audit_format: match audit.audit_format {
+                AuditFormat::Json => Format::Json,
+                AuditFormat::Ocsf => Format::Ocsf,
+            },
+            audit_signing_key: audit
+                .audit_signing_key
+                .as_deref()
+                .map(Signer::load)
+                .transpose()
+                .map_err(|e| flag("--audit-signing-key", e.to_string()))?
+                .map(Arc::new),
+            audit_signing_key_file: audit.audit_signing_key,
             pins,
             dns_server: dns.dns_server,
             dns_timeout,

@@ -1,5 +1,6 @@
-//! The review of audit logs, offline: the three `audit` commands. `audit suggest` is
-//! [`suggest`], `audit replay` is [`replay`], both reading logs with [`read`].
+//! The review of audit logs, offline: the `audit` commands. `audit suggest` is
+//! [`suggest`], `audit replay` is [`replay`], both reading logs with [`read`];
+//! `audit verify` and `audit keygen` are [`verify`].
 //!
 //! `egress-proxy audit summarize` (here): reads audit logs (docs/reference/audit-log.md;
 //! plain or gzip JSON Lines),
@@ -22,6 +23,7 @@ pub mod replay;
 pub mod suggest;
 pub mod text;
 pub mod time;
+pub mod verify;
 
 /// How many hosts (and sessions or clients per host) the summary lists.
 pub const TOP: usize = 10;

@@ -25,6 +25,15 @@ pub enum LogError {
 /// Call `f` with each line of the log at `path` (without its `\n`). A cut gzip stream
 /// (a log rotated mid-write) ends the file, not the run: the returned warnings say so.
 pub fn for_each_line(path: &Path, mut f: impl FnMut(&[u8])) -> Result<Vec<String>, SummaryError> {
+    for_each_raw_line(path, |line, _| f(line))
+}
+
+/// [`for_each_line`], also telling `f` whether the line ended with its `\n` (only the
+/// last line of a file can lack it).
+pub fn for_each_raw_line(
+    path: &Path,
+    mut f: impl FnMut(&[u8], bool),
+) -> Result<Vec<String>, SummaryError> {
     let name = path.display().to_string();
     let io = |source| SummaryError::Io {
         path: name.clone(),
@@ -48,8 +57,10 @@ pub fn for_each_line(path: &Path, mut f: impl FnMut(&[u8])) -> Result<Vec<String
         match reader.read_until(b'\n', &mut line) {
             Ok(0) => break,
             Ok(_) => {
-                let l = line.strip_suffix(b"\n").unwrap_or(&line);
-                f(l);
+                match line.strip_suffix(b"\n") {
+                    Some(l) => f(l, true),
+                    None => f(&line, false),
+                }
                 i += 1;
             }
             Err(e) => {

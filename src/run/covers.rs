@@ -59,7 +59,7 @@ pub struct Inputs<'a> {
     /// Hidden by name: the secrets in those homes and each `run --hide` (canonical).
     pub hidden: &'a [PathBuf],
     /// The proxy's own files (absolute): organization file, `--policy`, `--ca`, each
-    /// credential's value file, the audit log.
+    /// credential's value file, the audit log and its signing key.
     pub proxy_files: &'a [PathBuf],
     /// The proxy's executable, canonical.
     pub exe: &'a Path,

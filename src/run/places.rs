@@ -89,7 +89,7 @@ fn jail_owned(path: &Path) -> Option<&'static str> {
 }
 
 /// The proxy's own files for these flags: the organization file, `--policy`, the `--ca`
-/// directory, the audit log (unless `-`) and each of `org`'s credential value files
+/// directory, the audit log (unless `-`), its signing key and each of `org`'s credential value files
 /// (relative to the organization file's directory, as `crate::secrets` reads them).
 pub fn proxy_files(args: &RunConfig, org: &OrgPolicy) -> Vec<PathBuf> {
     let serve = &args.serve;
@@ -99,6 +99,7 @@ pub fn proxy_files(args: &RunConfig, org: &OrgPolicy) -> Vec<PathBuf> {
     if serve.audit_log != "-" {
         files.push(PathBuf::from(&serve.audit_log));
     }
+    files.extend(serve.audit_signing_key_file.clone());
     let base = serve.org.parent().unwrap_or(Path::new("."));
     files.extend(org.credentials().iter().map(|c| base.join(&c.value_file)));
     let mut files: Vec<PathBuf> = files.iter().map(|f| absolute(f)).collect();

@@ -9,6 +9,7 @@ mod support;
 mod admin;
 mod admin_start;
 mod approvals;
+mod audit_chain;
 mod budget;
 mod bypass;
 mod check;
