@@ -303,7 +303,10 @@ pub(crate) fn declared_length(headers: &HeaderMap) -> Option<u64> {
 
 /// A `Content-Length` value that parses.
 fn length(value: &HeaderValue) -> Option<u64> {
-    value.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok())
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
 }
 
 /// A method's name; the standard ones borrowed, so the common request allocates
