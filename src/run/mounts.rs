@@ -93,17 +93,21 @@ pub fn set_up(view: &View) -> Result<()> {
             tmpfs(&seen, "mode=1777")?;
         }
     }
-    if !everything {
-        let mut places: Vec<&PathBuf> = view.writable.iter().collect();
-        places.sort_by_key(|p| p.components().count());
-        for place in places {
-            let seen = inside(root, place);
-            // A place inside a fresh temporary place has no directory there yet.
-            if view.fresh.iter().any(|f| place.starts_with(f)) {
-                mkdir(&seen)?;
-            }
-            rbind(place, &seen)?;
+    // Each writable place bound over the read-only view; under `--writable /` only those
+    // a fresh temporary place hides (a starting directory in the host's `/tmp`).
+    let mut places: Vec<&PathBuf> = view.writable.iter().collect();
+    places.sort_by_key(|p| p.components().count());
+    for place in places {
+        // A place inside a fresh temporary place has no directory there yet.
+        let hidden = view.fresh.iter().any(|f| place.starts_with(f));
+        if everything && !hidden {
+            continue;
         }
+        let seen = inside(root, place);
+        if hidden {
+            mkdir(&seen)?;
+        }
+        rbind(place, &seen)?;
     }
     mount_proc(root)?;
     let own_shm = view.fresh.iter().any(|p| p == shm);
