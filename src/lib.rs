@@ -75,7 +75,7 @@
 //! - `fuzzing` (only with the `fuzzing` feature, and in the library's tests): the entry
 //!   points of the fuzz targets in `fuzz/`, and the replay of their corpus.
 
-// No unsafe code, except in `proxy::splice` (splice(2), its pipe and a socket option),
+// No unsafe code, except in `tunnel::splice` (splice(2), its pipe and a socket option),
 // `run::mount_attr` (mount_setattr(2)), `run::pty`, `run::jail` and `run::session`
 // (terminal ioctls, the steps between fork and exec, close_range(2) of the caller's
 // descriptors), and `run::unix` (the seccomp notifications of CMD's `connect`, their
@@ -111,5 +111,6 @@ pub(crate) mod session;
 pub(crate) mod socks;
 pub mod tls;
 pub(crate) mod transparent;
+pub(crate) mod tunnel;
 pub mod watch;
 pub(crate) mod workers;

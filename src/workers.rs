@@ -242,7 +242,7 @@ impl Worker {
                                         serve_redirected(stream, peer, state, (done, pending), upstream).await
                                     }
                                     Kind::Socks5 => {
-                                        serve_socks(stream, peer, state, (done, pending), upstream).await
+                                        serve_socks(stream, peer, state, (done, pending), Arc::new(upstream)).await
                                     }
                                 }
                                 drop(permit);

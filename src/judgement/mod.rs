@@ -43,8 +43,9 @@
 //! [`record::Client`] with `via` set to the listener's [`crate::audit::Via`], judge it; on
 //! a [`refusal::Stop`] record it with [`record::record_stop`] and answer with SOCKS5's own
 //! reply (this module never writes to a socket); on approval [`record::count_approved`],
-//! then judge the first bytes with [`client_hello::admit`] and relay to the approved,
-//! checked addresses.
+//! then hand the tunnel to the tunnel engine (`crate::tunnel`), which dials the
+//! approved, checked addresses, judges the first bytes with [`client_hello::admit`] and
+//! relays.
 
 pub mod approvals;
 pub mod approved;

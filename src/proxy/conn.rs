@@ -16,7 +16,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::{answer, forward, pool, preflight, request, tunnel, websocket, Body};
+use super::{answer, connect, forward, pool, preflight, request, websocket, Body};
 use crate::audit::Via;
 use crate::judgement::approved::Scope;
 use crate::judgement::judge;
@@ -213,7 +213,7 @@ fn handle(
                 count_approved(&state, &client, &approved);
                 // Boxed: a tunnel opens once per connection, and its future is larger
                 // than a forwarded request's.
-                Box::pin(tunnel::open(req, approved, state, client, done, upstream)).await
+                Box::pin(connect::open(req, approved, state, client, done, upstream)).await
             }
             // Boxed: rare, and its future holds the whole handshake.
             _ if approved.websocket => {

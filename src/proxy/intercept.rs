@@ -2,12 +2,12 @@
 //! TLS connection) to an inspected host, the proxy completes the client's handshake with
 //! a leaf certificate for the host, reads the requests inside (HTTP/1.1, or h2's
 //! streams), and judges each one with the same code as every other request
-//! ([`judge::judge_inner`]). An allowed request is forwarded by [`forward::forward`]
+//! ([`judge::judge`], `Scope::Inside`). An allowed request is forwarded by [`forward::forward`]
 //! over TLS to the tunnel's checked addresses, verified for the `CONNECT` name; a
 //! refusal is answered by [`answer`] over the intercepted connection.
 
 use std::convert::Infallible;
-use std::io;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Request, Response, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
@@ -34,6 +34,30 @@ use crate::judgement::record::{record_stop, Client};
 use crate::judgement::relayed::Relayed;
 use crate::judgement::State;
 use crate::net::dial::CheckedAddr;
+use crate::tunnel::{ClientSide, Inspect, Prefixed, Tunnel};
+
+/// Interception for the tunnel engine: a worker's upstream pool serves the tunnels it
+/// hands over ([`crate::tunnel::Inspect`]).
+impl Inspect for Arc<Upstream> {
+    fn serve<'a>(
+        &'a self,
+        client: ClientSide,
+        first: Vec<u8>,
+        upstream: TcpStream,
+        dialed: CheckedAddr,
+        tunnel: Tunnel<'a>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        let inside = Inside {
+            tunnel: tunnel.approved,
+            state: tunnel.state,
+            peer: tunnel.peer,
+            via: tunnel.via,
+            pool: self,
+            relayed: tunnel.relayed,
+        };
+        Box::pin(serve(client, first, upstream, dialed, inside))
+    }
+}
 
 /// The tunnel being intercepted: what every request inside is judged against.
 pub(crate) struct Inside<'a> {
@@ -249,81 +273,5 @@ impl hyper::body::Body for Holding {
 
     fn size_hint(&self) -> hyper::body::SizeHint {
         self.inner.size_hint()
-    }
-}
-
-/// A stream that yields `first` before what it reads from `inner`: the client bytes the
-/// tunnel's judgement already read go to the TLS handshake first.
-struct Prefixed<S> {
-    first: Vec<u8>,
-    at: usize,
-    inner: S,
-}
-
-impl<S> Prefixed<S> {
-    fn new(first: Vec<u8>, inner: S) -> Prefixed<S> {
-        Prefixed {
-            first,
-            at: 0,
-            inner,
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if self.at < self.first.len() {
-            let rest = &self.first[self.at..];
-            let n = rest.len().min(buf.remaining());
-            buf.put_slice(&rest[..n]);
-            self.at += n;
-            if self.at == self.first.len() {
-                self.first = Vec::new();
-                self.at = 0;
-            }
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tokio::io::AsyncReadExt;
-
-    #[tokio::test]
-    async fn prefixed_yields_the_first_bytes_then_the_stream() {
-        let (mut a, b) = tokio::io::duplex(64);
-        tokio::io::AsyncWriteExt::write_all(&mut a, b" world")
-            .await
-            .unwrap();
-        drop(a);
-        let mut read = Prefixed::new(b"hello".to_vec(), b);
-        let mut all = String::new();
-        read.read_to_string(&mut all).await.unwrap();
-        assert_eq!(all, "hello world");
     }
 }

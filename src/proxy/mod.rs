@@ -13,9 +13,8 @@
 //! - [`forward`]: plain HTTP forwarding; [`head`] builds the head upstream sees and
 //!   counts its bytes; [`pool`] keeps each worker's upstream connections open between
 //!   requests; `sender` is one connection's request side, HTTP/1.1 or h2.
-//! - [`tunnel`]: `CONNECT` tunnels (and the transparent listener's); [`relay`] copies
-//!   their bytes (on Linux bulk bytes go through `splice`, socket to pipe to socket,
-//!   read in batches), [`idle`] watches for quiet ones.
+//! - `connect`: a `CONNECT` answered and its connection handed to the tunnel engine
+//!   ([`crate::tunnel`], which relays it for every listener).
 //! - `websocket`: an allowed `Upgrade: websocket` (or an h2 stream's RFC 8441 extended
 //!   `CONNECT`, made that handshake) forwarded with its upgrade, then relayed with its
 //!   bytes up drawn from the upload budget.
@@ -26,20 +25,16 @@
 pub mod answer;
 pub mod budgeted;
 pub(crate) mod conn;
+pub(crate) mod connect;
 pub mod forward;
 pub(crate) mod h2_limits;
 pub mod head;
-pub mod idle;
 pub(crate) mod intercept;
 pub(crate) mod message;
 pub mod pool;
 pub mod preflight;
-pub mod relay;
 pub(crate) mod request;
 pub(crate) mod sender;
-#[cfg(target_os = "linux")]
-pub mod splice;
-pub mod tunnel;
 pub(crate) mod websocket;
 
 use bytes::Bytes;

@@ -26,13 +26,13 @@ use super::forward::{
     answered, dialed, hop, outcome, parent_route, prepare, record_url, AllowedRecord, Ready,
 };
 use super::head::strip_hop_by_hop;
-use super::idle::Activity;
 use super::pool::Upstream;
 use super::{answer, Body};
 use crate::judgement::approved::Approved;
 use crate::judgement::budget::{self, Allowance};
 use crate::judgement::record::{audit_cut, audit_websocket, Client};
 use crate::judgement::State;
+use crate::tunnel::idle::Activity;
 
 mod extended;
 

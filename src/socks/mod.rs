@@ -5,7 +5,7 @@
 //! `judgement::judge` (same reasons, levels, budgets, address guard and records,
 //! `"via": "socks5"`); an IPv4 or IPv6 address is an IP destination. An approved tunnel is dialed before the client
 //! is answered, its first bytes are judged by `[tunnels]` before any reaches upstream,
-//! and it is relayed by the explicit proxy's tunnel code (`crate::proxy::tunnel`),
+//! and it is relayed by the tunnel engine (`crate::tunnel`),
 //! which is why this module sits a layer above `proxy/`.
 //!
 //! The handshake is read by the pure parsers of [`wire`], exactly the bytes each asks
@@ -35,9 +35,8 @@ use crate::judgement::record::{audit_refusal, count_approved, record_stop, Asked
 use crate::judgement::refusal::{Refusal, Stop};
 use crate::judgement::State;
 use crate::policy::{Host, Reason, Target};
-use crate::proxy::pool::Upstream;
-use crate::proxy::tunnel::{dial_tunnel, NotOpened};
 use crate::session::{AuthError, Session};
+use crate::tunnel::{dial_tunnel, Inspect, NotOpened};
 use wire::{Bad, Dest, Progress, Reply};
 
 /// What a finished handshake asks for.
@@ -53,7 +52,7 @@ pub(crate) async fn serve_socks(
     peer: SocketAddr,
     state: Arc<State>,
     (done, pending): (mpsc::Sender<()>, PendingSlot),
-    upstream: Arc<Upstream>,
+    inspect: Arc<dyn Inspect>,
 ) {
     let _ = stream.set_nodelay(true);
     let timeout = state.limits.header_timeout;
@@ -74,7 +73,7 @@ pub(crate) async fn serve_socks(
             return;
         }
     };
-    connect(stream, peer, asking, state, done, upstream).await
+    connect(stream, peer, asking, state, done, inspect).await
 }
 
 /// Read one message with `parse`, exactly the bytes it asks for. `None` when the client
@@ -300,7 +299,7 @@ async fn connect(
     asking: Asking,
     state: Arc<State>,
     done: mpsc::Sender<()>,
-    pool: Arc<Upstream>,
+    inspect: Arc<dyn Inspect>,
 ) {
     let client = Client::new(peer, Asked::Connect).via(Via::Socks5);
     let judged = match ask(&asking) {
@@ -337,7 +336,7 @@ async fn connect(
     if stream.write_all(&success).await.is_err() {
         return;
     }
-    dialed.relay(stream, done, pool).await
+    dialed.relay(stream, Vec::new(), done, inspect).await
 }
 
 #[cfg(test)]

@@ -53,7 +53,8 @@ use crate::policy::FirstBytes;
 use crate::policy::{Host, HostName, Reason, Target};
 // The one dependency on the HTTP proxy: an HTTP connection is served by its connection
 // code, and a tunnel by its tunnel code (relay, idle watch, interception).
-use crate::proxy::{conn, pool, tunnel};
+use crate::proxy::{conn, pool};
+use crate::tunnel;
 
 /// Where a redirected connection was going.
 #[derive(Debug, Clone)]
@@ -314,5 +315,5 @@ async fn tunnel_redirected(
         return audit_refusal(&state, &client, &refusal, None).await;
     }
     count_approved(&state, &client, &approved);
-    tunnel::open_redirected(stream, approved, state, client, done, pool).await;
+    tunnel::open_redirected(stream, approved, state, client, done, Arc::new(pool)).await;
 }

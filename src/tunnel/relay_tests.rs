@@ -2,18 +2,10 @@
 //! budget, through the copy and through splice.
 
 use super::*;
+use crate::tunnel::test_pair::pair;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpListener;
 use tokio::time::timeout;
-
-/// A connected pair of TCP streams on loopback (also used by `splice`'s tests).
-pub(in crate::proxy) async fn pair() -> (TcpStream, TcpStream) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let near = TcpStream::connect(listener.local_addr().unwrap());
-    let (near, far) = tokio::join!(near, listener.accept());
-    (near.unwrap(), far.unwrap().0)
-}
 
 /// What a relay under test counts into: its byte counters and its activity.
 struct Meter {

@@ -12,15 +12,15 @@
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hyper::upgrade::Upgraded;
-use hyper_util::rt::TokioIo;
-use tokio::io::{copy_bidirectional, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 
 use super::idle::{Activity, Watched};
+use super::prefixed::Prefixed;
 #[cfg(target_os = "linux")]
 use super::splice;
+use super::way::Way;
 use crate::judgement::budget::{self, Allowance};
 
 /// The most bytes moved by one read and one write.
@@ -33,59 +33,26 @@ pub const CHUNK: usize = 64 * 1024;
 ///
 /// Bytes from `client` are drawn from `allowance` before they are sent: once it is
 /// spent, exactly the bytes that fit have gone upstream, upstream's side is shut down,
-/// and the relay ends with [`budget::Spent`].
+/// and the relay ends with [`budget::Spent`]. The client bytes read before the relay
+/// and not yet sent (a `CONNECT`'s bytes read past its head) go first.
 pub async fn both_ways(
-    client: Watched<TokioIo<Upgraded>>,
+    client: Watched<Prefixed<TcpStream>>,
     upstream: Watched<TcpStream>,
     activity: &Activity,
     allowance: &Allowance,
 ) -> io::Result<()> {
     let (client, up) = client.into_parts();
     let (mut upstream, down) = upstream.into_parts();
-    // The server only ever serves TCP connections, so this always succeeds; the fallback
-    // keeps any other transport working, with tokio's copy.
-    let parts = match client.into_inner().downcast::<TokioIo<TcpStream>>() {
-        Ok(parts) => parts,
-        Err(_) if allowance.budget().is_some() => {
-            // tokio's copy cannot stop at a byte count: fail closed.
-            return Err(budget::spent());
-        }
-        Err(upgraded) => {
-            let mut client = activity.watch_counting(TokioIo::new(upgraded), up);
-            let mut upstream = activity.watch_counting(upstream, down);
-            return copy_bidirectional(&mut client, &mut upstream)
-                .await
-                .map(drop);
-        }
-    };
-    // Bytes hyper read past the CONNECT head and the first-bytes judgement did not take.
-    if !parts.read_buf.is_empty() {
-        let granted = allowance.grant_filled(parts.read_buf.len()).await;
+    let (ahead, client) = client.into_parts();
+    if !ahead.is_empty() {
+        let granted = allowance.grant_filled(ahead.len()).await;
         up.fetch_add(granted as u64, Ordering::Relaxed);
-        upstream.write_all(&parts.read_buf[..granted]).await?;
-        if granted < parts.read_buf.len() {
+        upstream.write_all(&ahead[..granted]).await?;
+        if granted < ahead.len() {
             upstream.shutdown().await?;
             return Err(budget::spent());
         }
     }
-    let zero_copy = cfg!(target_os = "linux");
-    let counts = Counts {
-        up: &up,
-        down: &down,
-        allowance,
-    };
-    tcp_relay(parts.io.into_inner(), upstream, counts, activity, zero_copy).await
-}
-
-/// [`both_ways`] for a client that is a plain TCP connection (a redirected one).
-pub async fn tcp_both_ways(
-    client: Watched<TcpStream>,
-    upstream: Watched<TcpStream>,
-    activity: &Activity,
-    allowance: &Allowance,
-) -> io::Result<()> {
-    let (client, up) = client.into_parts();
-    let (upstream, down) = upstream.into_parts();
     let zero_copy = cfg!(target_os = "linux");
     let counts = Counts {
         up: &up,
@@ -128,34 +95,6 @@ async fn tcp_relay(
         one_way(upstream_read, client_write, down, activity, zero_copy),
     )?;
     Ok(())
-}
-
-/// One direction's counter, and (upstream-bound only) the allowance it draws from.
-#[derive(Clone, Copy)]
-pub(crate) struct Way<'a> {
-    pub count: &'a AtomicU64,
-    pub allowance: Option<&'a Allowance>,
-}
-
-impl Way<'_> {
-    /// Count `n` bytes read, granting them from the allowance if there is one: returns
-    /// how many may be sent on.
-    pub fn moved(&self, n: usize) -> usize {
-        let granted = self.allowance.map_or(n, |a| a.grant(n));
-        self.count.fetch_add(granted as u64, Ordering::Relaxed);
-        granted
-    }
-
-    /// [`Way::moved`], drawing from the store when a fleet-wide budget's holding here
-    /// is short (docs/scale-out.md, "One upload budget").
-    pub async fn moved_filled(&self, n: usize) -> usize {
-        let granted = match self.allowance {
-            Some(a) if a.leased() => a.grant_filled(n).await,
-            _ => return self.moved(n),
-        };
-        self.count.fetch_add(granted as u64, Ordering::Relaxed);
-        granted
-    }
 }
 
 /// How a burst of bytes ended.
@@ -266,4 +205,4 @@ async fn copy_burst(
 
 #[cfg(test)]
 #[path = "relay_tests.rs"]
-pub(super) mod tests;
+mod tests;

@@ -1,29 +1,36 @@
-//! Tunnels: `CONNECT`s, connections redirected to the transparent listener, and SOCKS5
-//! `CONNECT`s (`crate::socks`). The upstream connection is made to a checked address
-//! before the client is answered, so a refusal or an unreachable upstream is told with
-//! a status code (or a SOCKS5 reply) and no tunnel ever opens for it. Once open, a
-//! `CONNECT` or SOCKS5 tunnel's first bytes are judged (TLS server name, `[tunnels]`)
-//! before any of them reaches upstream; a redirected connection's were judged before
-//! it was dialed (`crate::transparent`).
+//! The tunnel engine (docs/ARCHITECTURE.md, "The tunnel engine"): `CONNECT`s of the
+//! HTTP listener (`crate::proxy`), connections redirected to the transparent listener
+//! (`crate::transparent`), and SOCKS5 `CONNECT`s (`crate::socks`), each handed over as
+//! a TCP connection; it speaks no listener's protocol. The upstream connection is made
+//! to a checked address before the client is answered, so a refusal or an unreachable
+//! upstream is told in the listener's own way (a status code, a SOCKS5 reply) and no
+//! tunnel ever opens for it. Once open, a `CONNECT` or SOCKS5 tunnel's first bytes are
+//! judged (TLS server name, `[tunnels]`) before any of them reaches upstream; a
+//! redirected connection's were judged before it was dialed. An intercepted tunnel is
+//! served by the listener that knows HTTP, through [`Inspect`].
 
+pub mod idle;
 mod open;
+mod prefixed;
 mod record;
+pub mod relay;
+#[cfg(target_os = "linux")]
+pub mod splice;
+#[cfg(test)]
+mod test_pair;
+mod way;
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use hyper::body::Incoming;
-use hyper::upgrade::OnUpgrade;
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::idle::{Activity, Watched};
-use super::pool::Upstream;
-use super::{answer, intercept, relay, Body};
+use crate::audit::Via;
 use crate::judgement::approved::{Approved, Judged};
 use crate::judgement::record::{audit_refusal, Client};
 use crate::judgement::refusal::{Failure, Limit, Refusal};
@@ -33,12 +40,45 @@ use crate::judgement::{budget, client_hello, exfiltration, Phase, State};
 use crate::net::dial::{CheckedAddr, DialError};
 use crate::net::parent::open as open_upstream;
 use crate::session::until_ended;
+use idle::{Activity, Watched};
 use open::TunnelOpen;
+pub use prefixed::Prefixed;
 use record::TunnelRecord;
+
+/// A tunnel's client side as the engine holds it: its TCP connection, the bytes already
+/// read from it in front, its traffic watched.
+pub type ClientSide = Watched<Prefixed<TcpStream>>;
+
+/// The tunnel an intercepted connection is served for: what every request inside is
+/// judged against.
+pub struct Tunnel<'a> {
+    pub approved: &'a Approved,
+    pub state: &'a Arc<State>,
+    pub peer: SocketAddr,
+    pub via: Via,
+    /// What the requests inside add their bytes to, for the tunnel's record.
+    pub relayed: Option<relayed::Relayed>,
+}
+
+/// What serves an intercepted tunnel (docs/reference/inspection.md): the HTTP listener's
+/// interception, given by whoever hands the engine a tunnel, so the engine itself
+/// imports no listener. Boxed: only an intercepted tunnel pays for its future.
+pub trait Inspect: Send + Sync {
+    /// Serve `client` until it closes: `first` are its bytes already read (its
+    /// ClientHello), `upstream` the connection made to `dialed` for the tunnel.
+    fn serve<'a>(
+        &'a self,
+        client: ClientSide,
+        first: Vec<u8>,
+        upstream: TcpStream,
+        dialed: CheckedAddr,
+        tunnel: Tunnel<'a>,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+}
 
 /// Why a tunnel did not open: a refusal (already audited) or an unreachable upstream
 /// (with whether it refused the connection, which SOCKS5 tells apart).
-pub(crate) enum NotOpened {
+pub enum NotOpened {
     Refused(Refusal),
     Failed { failure: Failure, refused: bool },
 }
@@ -101,62 +141,45 @@ async fn prepare(approved: &Approved, state: &State, client: &Client) -> Result<
     })
 }
 
-/// Dial the approved destination, answer 200, then relay bytes both ways once the
-/// client's connection is handed over.
-pub async fn open(
-    mut req: Request<Incoming>,
-    approved: Approved,
-    state: Arc<State>,
-    client: Client,
-    done: mpsc::Sender<()>,
-    pool: Arc<Upstream>,
-) -> Response<Body> {
-    let mut record = TunnelRecord::new(state, client, approved);
-    let opened = match prepare(&record.approved, &record.state, &record.client).await {
-        Ok(opened) => opened,
-        Err(stopped) => {
-            record.armed = false;
-            let id = &record.client.request_id;
-            return match stopped {
-                NotOpened::Refused(refusal) => answer::refuse(&refusal, id),
-                NotOpened::Failed { failure, .. } => answer::fail(&failure, id),
-            };
-        }
-    };
-    let downstream = Downstream::Connect(hyper::upgrade::on(&mut req));
-    tokio::spawn(relay(downstream, opened, record, done, pool));
-    Response::new(answer::empty())
-}
-
 /// A redirected connection (the transparent listener) whose first bytes were already
 /// judged: open its tunnel in place, or close it. Its bytes are still unread, so they
 /// reach upstream unchanged.
-pub(crate) async fn open_redirected(
+pub async fn open_redirected(
     stream: TcpStream,
     approved: Approved,
     state: Arc<State>,
     client: Client,
     done: mpsc::Sender<()>,
-    pool: Arc<Upstream>,
+    inspect: Arc<dyn Inspect>,
 ) {
     let mut record = TunnelRecord::new(state, client, approved);
     match prepare(&record.approved, &record.state, &record.client).await {
-        Ok(opened) => relay(Downstream::Redirected(stream), opened, record, done, pool).await,
+        Ok(opened) => {
+            relay(
+                Downstream::Redirected(stream),
+                opened,
+                record,
+                done,
+                inspect,
+            )
+            .await
+        }
         Err(_) => record.armed = false,
     }
 }
 
 /// A tunnel whose client is answered in its own protocol once upstream is dialed (a
-/// SOCKS5 `CONNECT`, `crate::socks`): its slots taken and its upstream connected, not
-/// yet relaying. Dropped unrelayed, it writes its allowed record as any tunnel does.
-pub(crate) struct Dialed {
+/// `CONNECT`'s 200, a SOCKS5 reply): its slots taken and its upstream connected, not
+/// yet relaying. Dropped unrelayed (the client went away before it was handed over), it
+/// writes its allowed record as any tunnel does.
+pub struct Dialed {
     opened: Opened,
     record: TunnelRecord,
 }
 
 /// Take the slots of an approved tunnel and dial it, before its client is answered; a
 /// refusal is audited here.
-pub(crate) async fn dial_tunnel(
+pub async fn dial_tunnel(
     approved: Approved,
     state: Arc<State>,
     client: Client,
@@ -173,39 +196,38 @@ pub(crate) async fn dial_tunnel(
 
 impl Dialed {
     /// The proxy's end of the upstream connection (SOCKS5's bound address).
-    pub(crate) fn bound(&self) -> Option<SocketAddr> {
+    pub fn bound(&self) -> Option<SocketAddr> {
         self.opened.upstream.local_addr().ok()
     }
 
-    /// Relay, once the client has been told the tunnel is open: its first bytes, still
-    /// unread, are judged (`[tunnels]`) before any reaches upstream.
-    pub(crate) async fn relay(
+    /// Relay, once the client has been told the tunnel is open: `ahead` are its bytes
+    /// already read (past a `CONNECT`'s head), which with the rest of its first bytes
+    /// are judged (`[tunnels]`) before any reaches upstream.
+    pub async fn relay(
         self,
         stream: TcpStream,
+        ahead: Vec<u8>,
         done: mpsc::Sender<()>,
-        pool: Arc<Upstream>,
+        inspect: Arc<dyn Inspect>,
     ) {
-        let downstream = Downstream::Unjudged(stream);
-        relay(downstream, self.opened, self.record, done, pool).await
+        let downstream = Downstream::Unjudged(Prefixed::new(ahead, stream));
+        relay(downstream, self.opened, self.record, done, inspect).await
     }
 }
 
 /// Where a tunnel's client bytes come from.
 enum Downstream {
-    /// A `CONNECT`, once hyper hands the connection over; its first bytes are judged
-    /// here.
-    Connect(OnUpgrade),
     /// A redirected connection, its first bytes already judged.
     Redirected(TcpStream),
-    /// A connection already told the tunnel is open (SOCKS5); its first bytes are
-    /// judged here.
-    Unjudged(TcpStream),
+    /// A connection already told the tunnel is open (a `CONNECT`, SOCKS5); its first
+    /// bytes are judged here.
+    Unjudged(Prefixed<TcpStream>),
 }
 
 /// What a tunnel's first bytes left to do.
-enum Admitted<D> {
+enum Admitted {
     /// Relay the rest both ways.
-    Relay(Watched<D>, Watched<TcpStream>),
+    Relay(ClientSide, Watched<TcpStream>),
     /// Served (intercepted) or ended; `true` when the upload budget cut it.
     Ended(bool),
 }
@@ -215,7 +237,8 @@ struct FirstBytesOf<'a> {
     approved: &'a Approved,
     state: &'a Arc<State>,
     activity: &'a Activity,
-    inside: intercept::Inside<'a>,
+    inspect: &'a dyn Inspect,
+    inside: Tunnel<'a>,
     down: Arc<AtomicU64>,
     sent: Arc<AtomicU64>,
 }
@@ -224,15 +247,12 @@ struct FirstBytesOf<'a> {
 /// decided with, not those in force now: a reload between the two must not judge one
 /// tunnel by two policies. Then serve an intercepted tunnel, or send on what the
 /// budget grants of them and hand the rest to the relay.
-async fn admit_first<D>(
-    mut downstream: Watched<D>,
+async fn admit_first(
+    mut downstream: ClientSide,
     upstream: TcpStream,
     dialed: CheckedAddr,
     of: FirstBytesOf<'_>,
-) -> Result<Admitted<D>, Refusal>
-where
-    D: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
+) -> Result<Admitted, Refusal> {
     let approved = of.approved;
     let limits = &of.state.limits;
     let (target, tunnels) = (&approved.target, approved.policies.org.tunnels());
@@ -242,7 +262,9 @@ where
         client_hello::admit(&mut downstream, &upstream, target, tunnels, canaries, wait).await?;
     if matches!(approved.judged, Judged::Intercept) {
         // Each request inside pays the budget for its own body.
-        intercept::serve(downstream, first, upstream, dialed, of.inside).await;
+        (of.inspect
+            .serve(downstream, first, upstream, dialed, of.inside))
+        .await;
         return Ok(Admitted::Ended(false));
     }
     let mut upstream = of.activity.watch_counting(upstream, of.down);
@@ -269,7 +291,7 @@ async fn relay(
     opened: Opened,
     mut record: TunnelRecord,
     done: mpsc::Sender<()>,
-    pool: Arc<Upstream>,
+    inspect: Arc<dyn Inspect>,
 ) {
     let Opened {
         slot,
@@ -299,35 +321,28 @@ async fn relay(
         false => (None, None),
     };
     let inside_counts = sum.as_ref().map(RelayedSum::counts);
-    let inside = |state, relayed| intercept::Inside {
-        tunnel: approved,
-        state,
+    let inside = |relayed| Tunnel {
+        approved,
+        state: &state,
         peer: client.addr,
         via: client.via,
-        pool: &pool,
         relayed,
     };
     let limits = &state.limits;
-    let first_bytes_of = |relayed| FirstBytesOf {
-        approved,
-        state: &state,
-        activity: &activity,
-        inside: inside(&state, relayed),
-        down: down.clone(),
-        sent: sent.clone(),
-    };
     let work = async {
         match downstream {
-            Downstream::Connect(on_upgrade) => {
-                let upgraded = match on_upgrade.await {
-                    Ok(upgraded) => upgraded,
-                    Err(e) => {
-                        tracing::debug!(request_id = %client.request_id, error = %e, "CONNECT upgrade failed");
-                        return Ok(false);
-                    }
+            Downstream::Unjudged(stream) => {
+                let downstream = activity.watch_counting(stream, up);
+                let of = FirstBytesOf {
+                    approved,
+                    state: &state,
+                    activity: &activity,
+                    inspect: &*inspect,
+                    inside: inside(relayed),
+                    down: down.clone(),
+                    sent: sent.clone(),
                 };
-                let downstream = activity.watch_counting(TokioIo::new(upgraded), up);
-                match admit_first(downstream, upstream, dialed, first_bytes_of(relayed)).await? {
+                match admit_first(downstream, upstream, dialed, of).await? {
                     Admitted::Ended(cut) => Ok(cut),
                     Admitted::Relay(downstream, upstream) => {
                         let relayed =
@@ -336,28 +351,18 @@ async fn relay(
                     }
                 }
             }
-            Downstream::Unjudged(stream) => {
-                let downstream = activity.watch_counting(stream, up);
-                match admit_first(downstream, upstream, dialed, first_bytes_of(relayed)).await? {
-                    Admitted::Ended(cut) => Ok(cut),
-                    Admitted::Relay(downstream, upstream) => {
-                        let relayed =
-                            relay::tcp_both_ways(downstream, upstream, &activity, allowance).await;
-                        Ok(ended(relayed, client))
-                    }
-                }
-            }
             Downstream::Redirected(stream) => {
-                let downstream = activity.watch_counting(stream, up);
+                let downstream = activity.watch_counting(Prefixed::new(Vec::new(), stream), up);
                 if intercepted {
                     // Its ClientHello is still unread: the handshake reads it.
-                    let inside = inside(&state, relayed);
-                    intercept::serve(downstream, Vec::new(), upstream, dialed, inside).await;
+                    let inside = inside(relayed);
+                    inspect
+                        .serve(downstream, Vec::new(), upstream, dialed, inside)
+                        .await;
                     return Ok(false);
                 }
                 let upstream = activity.watch_counting(upstream, down.clone());
-                let relayed =
-                    relay::tcp_both_ways(downstream, upstream, &activity, allowance).await;
+                let relayed = relay::both_ways(downstream, upstream, &activity, allowance).await;
                 Ok(ended(relayed, client))
             }
         }

@@ -28,7 +28,7 @@ use tokio::io::Interest;
 use tokio::net::TcpStream;
 
 use super::idle::Activity;
-use super::relay::Way;
+use super::way::Way;
 use crate::judgement::budget;
 
 /// The pipe size asked for: the default 64 KiB pipe costs a pair of system calls per
@@ -298,7 +298,7 @@ fn splice(from: RawFd, to: RawFd, len: usize) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proxy::relay::tests::pair;
+    use crate::tunnel::test_pair::pair;
     use tokio::io::AsyncWriteExt;
 
     fn rcvlowat(socket: &TcpStream) -> libc::c_int {
