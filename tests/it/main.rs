@@ -13,6 +13,7 @@ mod audit_chain;
 mod budget;
 mod bypass;
 mod check;
+mod circles;
 mod connect;
 mod credentials;
 mod denials;
