@@ -95,9 +95,9 @@ fn run(args: RunConfig) -> Result<u8, RunError> {
         (None, None)
     };
     let ids = env::command_ids(args.user.as_deref(), sudo)?;
-    let asked = view::asked(&args, &policies.org, ids.uid).map_err(RunError::Flags)?;
+    let asked = view::jail_view(&args, &policies.org, ids.uid).map_err(RunError::Flags)?;
     drop(policies);
-    let view::Asked {
+    let view::JailView {
         init_args: mut view_args,
         writable,
         later,

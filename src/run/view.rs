@@ -13,7 +13,7 @@ use crate::config::RunConfig;
 use crate::policy::OrgPolicy;
 
 /// The view `run` asks the jail's init for.
-pub struct Asked {
+pub struct JailView {
     /// `__jail-init`'s arguments for it.
     pub init_args: Vec<OsString>,
     pub writable: Writable,
@@ -36,7 +36,7 @@ impl Later {
 }
 
 /// The view for `args`, CMD running as `uid`; an error says which flag or file stops it.
-pub fn asked(args: &RunConfig, org: &OrgPolicy, uid: u32) -> Result<Asked, String> {
+pub fn jail_view(args: &RunConfig, org: &OrgPolicy, uid: u32) -> Result<JailView, String> {
     let start = std::env::current_dir().map_err(|e| format!("the starting directory: {e}"))?;
     let writable = places::writable(&start, &args.writable)?;
     let start = places::canonical(&start).map_err(|e| format!("the starting directory: {e}"))?;
@@ -71,7 +71,7 @@ pub fn asked(args: &RunConfig, org: &OrgPolicy, uid: u32) -> Result<Asked, Strin
         init_args.extend(["--fresh".into(), place.into()]);
     }
     init_args.extend(plan.init_args());
-    Ok(Asked {
+    Ok(JailView {
         init_args,
         writable,
         later: Later {
