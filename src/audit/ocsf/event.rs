@@ -140,7 +140,9 @@ pub(super) struct Unmapped<'a> {
 /// `port` unchanged.
 fn client_endpoint(client: &str) -> Option<Endpoint<'_>> {
     let addr: SocketAddr = client.parse().ok()?;
-    (addr.to_string() == client).then(|| Endpoint {
+    // As the reader builds it back: an IPv6 scope (`%2`) has no place in `ip`.
+    let back = SocketAddr::new(addr.ip(), addr.port());
+    (back.to_string() == client).then(|| Endpoint {
         hostname: None,
         ip: Some(addr.ip().to_string()),
         port: Some(addr.port()),

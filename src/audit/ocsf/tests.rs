@@ -2,6 +2,7 @@
 //! and places (docs/reference/audit-log.md, "OCSF"), and the line read back is the
 //! record's own JSON line, byte for byte.
 
+use proptest::prelude::Strategy;
 use serde_json::Value;
 
 use super::super::batch::Batch;
@@ -200,4 +201,69 @@ fn a_checkpoint_is_event_log_activity() {
     assert_eq!(native["event"], "audit.checkpoint");
     assert_eq!(native["seq"], 1);
     assert_eq!(native["ts"], e["time"].as_u64().map(ts_of).unwrap());
+}
+
+const EVENTS: [&str; 12] = [
+    "egress.denied",
+    "egress.allowed",
+    "egress.would_deny",
+    "egress.flagged",
+    "session.revoked",
+    "session.ended",
+    "websocket.opened",
+    "websocket.closed",
+    "approval.allowed",
+    "approval.denied",
+    "approval.expired",
+    "some.future_event",
+];
+const METHODS: [&str; 7] = ["", "CONNECT", "GET", "POST", "PATCH", "DNS", "BREW"];
+const CLIENTS: [&str; 5] = [
+    "127.0.0.1:1",
+    "[::1]:65535",
+    "",
+    "nonsense",
+    "[fe80::1%2]:9",
+];
+const VIAS: [Via; 4] = [Via::Proxy, Via::Transparent, Via::Dns, Via::Socks5];
+
+fn pick<T: Copy + std::fmt::Debug>(list: &[T]) -> impl Strategy<Value = T> + '_ {
+    (0..list.len()).prop_map(move |i| list[i])
+}
+
+proptest::proptest! {
+    /// Whatever a record holds, its OCSF line reads back as its own JSON line.
+    #[test]
+    fn every_record_reads_back_from_its_ocsf_line(
+        event in pick(&EVENTS),
+        method in pick(&METHODS),
+        client in pick(&CLIENTS),
+        via in pick(&VIAS),
+        host in ".{0,12}",
+        port in proptest::option::of(proptest::num::u16::ANY),
+        ms in proptest::option::of(0u64..253_402_300_799_999),
+        texts in proptest::collection::vec(proptest::option::of(".{0,8}"), 5),
+        flags in proptest::collection::vec(proptest::bool::ANY, 4),
+        bytes in proptest::option::of((proptest::num::u64::ANY, proptest::num::u64::ANY)),
+    ) {
+        let mut rec = record(event, method, &host, port);
+        rec.client = client.to_string();
+        rec.via = via;
+        rec.ts = ms.map_or_else(|| "yesterday".to_string(), ts_of);
+        rec.url = texts[0].clone();
+        rec.rule = texts[1].clone();
+        rec.session = texts[2].clone();
+        rec.resolved_ip = texts[3].clone();
+        rec.approval_id = texts[4].clone();
+        rec.reason = flags[0].then_some("not_in_org_allowlist");
+        rec.policy_level = flags[1].then_some("org");
+        rec.url_truncated = flags[2];
+        rec.intercepted = flags[3];
+        rec.shared_hosting = flags[0] ^ flags[3];
+        (rec.bytes_up, rec.bytes_down) = (bytes.map(|b| b.0), bytes.map(|b| b.1));
+        let ocsf = line(&rec, Format::Ocsf);
+        proptest::prop_assert!(is_ocsf(ocsf.as_bytes()));
+        let native = String::from_utf8(to_native(ocsf.as_bytes()).unwrap()).unwrap();
+        proptest::prop_assert_eq!(native, line(&rec, Format::Json));
+    }
 }
