@@ -127,3 +127,39 @@ fn summarize_says_the_same_of_both_formats() {
     assert_eq!(a, b);
     std::fs::remove_dir_all(json.parent().unwrap()).unwrap();
 }
+
+#[test]
+fn suggest_and_replay_say_the_same_of_both_formats() {
+    let (json, ocsf) = logs("decide");
+    let dir = json.parent().unwrap();
+    let org_text = "version = 1\nallowed_domains = [\"*.h0.test\", \"*.h1.test\"]\n";
+    let org_path = dir.join("org.toml");
+    std::fs::write(&org_path, org_text).unwrap();
+    let org = crate::policy::OrgPolicy::from_toml(org_text, "org.toml").unwrap();
+    let without_files = |v: Value| {
+        let mut v = v;
+        v.as_object_mut().unwrap().remove("files");
+        v
+    };
+    let suggested = |path: &PathBuf| {
+        let s = super::super::suggest::suggest(&org, std::slice::from_ref(path)).unwrap();
+        without_files(serde_json::to_value(s).unwrap())
+    };
+    let (a, b) = (suggested(&json), suggested(&ocsf));
+    assert_eq!(a["records"], 10, "{a}");
+    assert_eq!(a, b);
+    let replayed = |path: &PathBuf| {
+        let r = super::super::replay::replay(&org_path, None, std::slice::from_ref(path)).unwrap();
+        let mut v = without_files(serde_json::to_value(r).unwrap());
+        // Destinations of as many records come in no set order.
+        for key in ["breaks", "opens"] {
+            v[key].as_array_mut().unwrap().sort_by_key(Value::to_string);
+        }
+        v
+    };
+    let (a, b) = (replayed(&json), replayed(&ocsf));
+    assert_eq!(a["would_break"], 10, "{a}");
+    assert_eq!(a["malformed"], 0, "{a}");
+    assert_eq!(a, b);
+    std::fs::remove_dir_all(dir).unwrap();
+}
