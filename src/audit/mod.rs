@@ -3,7 +3,8 @@
 //! One JSON object per line for every denied attempt (and allowed connection with
 //! `--audit-allowed`): the record ([`Record`]), its time format and request ids here;
 //! the queue and the task that writes the file in [`writer`]; the chain of `seq` and
-//! `prev` every line carries, and its signed checkpoints, in [`chain`] and [`keys`].
+//! `prev` every line carries, and its signed checkpoints, in [`chain`] and [`keys`]; a
+//! record as an OCSF event (`--audit-format ocsf`), and back, in [`ocsf`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -16,7 +17,7 @@ mod batch;
 pub mod chain;
 pub mod keys;
 mod live;
-mod ocsf;
+pub mod ocsf;
 mod writer;
 pub use chain::Format;
 pub use live::LiveRecord;

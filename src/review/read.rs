@@ -1,6 +1,7 @@
 //! Reading audit logs (docs/reference/audit-log.md): plain or gzip JSON Lines, told apart
-//! by their magic bytes, so rotated `.gz` files mix with the live one. The one reader of
-//! `audit summarize`, `audit suggest` and `audit replay`.
+//! by their magic bytes, so rotated `.gz` files mix with the live one, each line the
+//! record's own JSON or an OCSF event (`--audit-format ocsf`, read back as the former).
+//! The one reader of `audit summarize`, `audit suggest` and `audit replay`.
 
 use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Read};
@@ -9,6 +10,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::SummaryError;
+use crate::audit::ocsf;
 use crate::load::LoadError;
 use crate::policy::Reason;
 
@@ -22,14 +24,25 @@ pub enum LogError {
     Read(#[from] SummaryError),
 }
 
-/// Call `f` with each line of the log at `path` (without its `\n`). A cut gzip stream
-/// (a log rotated mid-write) ends the file, not the run: the returned warnings say so.
+/// Call `f` with each record of the log at `path` as the record's own JSON line (without
+/// its `\n`): an OCSF line is read back as one (docs/reference/audit-log.md, "OCSF"). A
+/// cut gzip stream (a log rotated mid-write) ends the file, not the run: the returned
+/// warnings say so.
 pub fn for_each_line(path: &Path, mut f: impl FnMut(&[u8])) -> Result<Vec<String>, SummaryError> {
-    for_each_raw_line(path, |line, _| f(line))
+    for_each_raw_line(path, |line, _| {
+        if !ocsf::is_ocsf(line) {
+            return f(line);
+        }
+        // An OCSF line that does not read back is passed on as it is: malformed.
+        match ocsf::to_native(line) {
+            Some(native) => f(&native),
+            None => f(line),
+        }
+    })
 }
 
-/// [`for_each_line`], also telling `f` whether the line ended with its `\n` (only the
-/// last line of a file can lack it).
+/// Each line as it is in the file (OCSF or not), also telling `f` whether it ended with
+/// its `\n` (only the last line of a file can lack it): what `audit verify` hashes.
 pub fn for_each_raw_line(
     path: &Path,
     mut f: impl FnMut(&[u8], bool),
@@ -155,3 +168,7 @@ pub fn destination_reason(reason: Option<&str>) -> Option<Reason> {
 pub fn needs_request(reason: Reason) -> bool {
     matches!(reason, Reason::MethodNotAllowed | Reason::PathNotAllowed)
 }
+
+#[cfg(test)]
+#[path = "read_tests.rs"]
+mod tests;

@@ -292,3 +292,79 @@ fn rotate(before: &[u8], lines: &[Vec<u8>]) -> Vec<Vec<u8>> {
     }
     out
 }
+
+#[test]
+fn an_ocsf_log_verifies_and_names_the_tampered_line() {
+    let dir = temp_dir("ocsf");
+    let (private, public) = keygen(&dir.join("k")).unwrap();
+    let (_, other) = keygen(&dir.join("other")).unwrap();
+    let signer = Arc::new(Signer::load(&private).unwrap());
+    let log = dir.join("audit.ocsf.jsonl");
+    write_log(&log, 1_500, Format::Ocsf, Some(signer));
+    let original = lines(&log);
+    // One checkpoint by count (after 1,000 records) and one at shutdown.
+    assert_eq!(original.len(), 1_502);
+    assert!(String::from_utf8_lossy(&original[0]).starts_with("{\"category_uid\":4,"));
+    let report = verify(std::slice::from_ref(&log), Some(&public)).unwrap();
+    assert_eq!(report.broken, None, "{}", text(&report));
+    assert_eq!((report.records, report.checkpoints), (1_500, 2));
+    let report = verify(std::slice::from_ref(&log), Some(&other)).unwrap();
+    assert!(
+        matches!(report.broken, Some(Break::OtherKey { at: l, .. }) if l == at(1001)),
+        "{}",
+        text(&report)
+    );
+
+    let mut changed = original.clone();
+    let line = String::from_utf8(changed[699].clone()).unwrap();
+    changed[699] = line.replace("host-699.test", "host-698.test").into_bytes();
+    let report = check(&dir, "changed", &changed, None);
+    assert_eq!(
+        report.broken,
+        Some(Break::Changed(at(700))),
+        "{}",
+        text(&report)
+    );
+
+    // Its sequence changed: the line itself is named.
+    let mut renumbered = original.clone();
+    let line = String::from_utf8(renumbered[299].clone()).unwrap();
+    renumbered[299] = line
+        .replace("\"sequence\":300}", "\"sequence\":301}")
+        .into_bytes();
+    let report = check(&dir, "renumbered", &renumbered, None);
+    assert_eq!(
+        report.broken,
+        Some(Break::Changed(at(300))),
+        "{}",
+        text(&report)
+    );
+
+    let mut removed = original.clone();
+    removed.remove(599);
+    let report = check(&dir, "removed", &removed, None);
+    assert_eq!(
+        report.broken,
+        Some(Break::Removed {
+            before: at(600),
+            missing: (600, 600)
+        }),
+        "{}",
+        text(&report)
+    );
+
+    let mut swapped = original.clone();
+    swapped.swap(799, 800);
+    let report = check(&dir, "swapped", &swapped, None);
+    assert_eq!(
+        report.broken,
+        Some(Break::Reordered {
+            at: at(800),
+            seq: 801,
+            expected: 800
+        }),
+        "{}",
+        text(&report)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

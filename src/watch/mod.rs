@@ -10,6 +10,7 @@ use http_body_util::BodyExt;
 use hyper::Method;
 use serde_json::Value;
 
+use crate::audit::ocsf;
 use crate::config::WatchConfig;
 
 pub mod approve;
@@ -56,15 +57,29 @@ fn event_data(block: &str) -> Option<&str> {
 fn print(line: &str, json: bool, colour: bool) -> Result<(), ApiError> {
     let out = match json {
         true => line.to_string(),
-        false => match serde_json::from_str::<Value>(line) {
-            Ok(record) => text_line(&record, colour),
-            Err(_) => line.to_string(),
-        },
+        false => shown(line, colour),
     };
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "{out}")
         .and_then(|()| stdout.flush())
         .map_err(ApiError::Output)
+}
+
+/// A record's line as shown: [`text_line`] of the record, or the line as it came when it
+/// is not one. An OCSF event (`--audit-format ocsf`) is shown as the record it holds.
+fn shown(line: &str, colour: bool) -> String {
+    let bytes = line.as_bytes();
+    let native = ocsf::is_ocsf(bytes)
+        .then(|| ocsf::to_native(bytes))
+        .flatten();
+    let parsed = match native {
+        Some(native) => serde_json::from_slice::<Value>(&native),
+        None => serde_json::from_str::<Value>(line),
+    };
+    match parsed {
+        Ok(record) => text_line(&record, colour),
+        Err(_) => line.to_string(),
+    }
 }
 
 /// One record as a line: time, event, destination, reason and rule, session.
@@ -117,6 +132,16 @@ mod tests {
         assert!(text_line(&record, true).contains("\x1b[31megress.denied"));
         let v6 = serde_json::json!({"event": "egress.allowed", "host": "::1", "port": 80});
         assert!(text_line(&v6, false).contains(" [::1]:80 "));
+    }
+
+    #[test]
+    fn an_ocsf_event_is_shown_as_the_record_it_holds() {
+        let line = r#"{"category_uid":4,"category_name":"Network Activity","class_uid":4001,"class_name":"Network Activity","activity_id":5,"activity_name":"Refuse","type_uid":400105,"type_name":"Network Activity: Refuse","time":1795946462345,"severity_id":3,"severity":"Medium","status_id":2,"status":"Failure","status_detail":"not_in_org_allowlist","action_id":2,"action":"Denied","disposition_id":2,"disposition":"Blocked","dst_endpoint":{"hostname":"evil.test","port":443},"actor":{"session":{"uid":"s1"}},"unmapped":{"event":"egress.denied","request_id":"1","method":"CONNECT","shared_hosting":false,"via":"proxy","prev":"00"},"metadata":{"version":"1.5.0","sequence":1}}"#;
+        assert_eq!(
+            shown(line, false),
+            "2026-11-29T10:01:02.345Z egress.denied     evil.test:443 not_in_org_allowlist rule=- session=s1"
+        );
+        assert_eq!(shown("not json", false), "not json");
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod admin;
 mod admin_start;
 mod approvals;
 mod audit_chain;
+mod audit_ocsf;
 mod budget;
 mod bypass;
 mod check;

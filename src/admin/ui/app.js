@@ -179,6 +179,30 @@ async function streamDenials(mine) {
   }
 }
 
+// A line of the stream as the audit record it holds: an OCSF event (`--audit-format
+// ocsf`, docs/reference/audit-log.md, "OCSF") read back into the fields a denial shows.
+function asRecord(e) {
+  if (e.class_uid === undefined) return e;
+  const u = e.unmapped || {};
+  const dst = e.dst_endpoint || {};
+  const http = e.http_request || {};
+  const dns = e.class_uid === 4003 ? "DNS" : "";
+  return {
+    ts: u.ts || new Date(e.time).toISOString(),
+    event: u.event,
+    session: ((e.actor || {}).session || {}).uid || null,
+    method: http.http_method || u.method || dns,
+    host: dst.hostname || "",
+    port: dst.port ?? null,
+    url: (http.url || e.url || {}).url_string,
+    reason: e.status_detail || null,
+    rule: (e.firewall_rule || {}).name || null,
+    policy_level: u.policy_level || null,
+    shared_hosting: !!u.shared_hosting,
+    via: u.via,
+  };
+}
+
 // One block of the stream: comments skipped, `data:` lines joined, the JSON record shown.
 function onBlock(mine, block) {
   let name = "message";
@@ -201,7 +225,7 @@ function onBlock(mine, block) {
   }
   if (name === "egress.denied") {
     const list = $("denials-list");
-    list.prepend(denialItem(record));
+    list.prepend(denialItem(asRecord(record)));
     while (list.children.length > MAX_DENIALS) list.lastElementChild.remove();
     setCount("denials", list.children.length);
   }

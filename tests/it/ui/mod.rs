@@ -2,7 +2,8 @@
 //! headers on the wire, and the page itself in a real headless Chromium: the token
 //! asked for and refused, denials arriving live, sessions, a held request approved
 //! from the page and reaching the origin, no error in the browser's console, and
-//! screenshots at a laptop's and a phone's width.
+//! screenshots at a laptop's and a phone's width; a denial of an OCSF log
+//! (`--audit-format ocsf`) shown alike.
 //!
 //! - `browser`: the Chromium driver (`driver.py`, Selenium).
 //!
@@ -238,6 +239,40 @@ async fn the_console_shows_denials_sessions_and_approvals_live_in_a_browser() {
     assert_eq!(page["stored"], 0, "{page}");
     assert_eq!(page["cookie"], "", "{page}");
     assert!(!page["url"].as_str().unwrap().contains(TOKEN), "{page}");
+    let logs = browser.logs();
+    assert!(severe(&logs).is_empty(), "console errors: {logs:?}");
+}
+
+/// With `--audit-format ocsf` the stream carries OCSF events (the file's lines): the
+/// page shows a denial as it shows the proxy's own record.
+#[tokio::test]
+async fn the_console_shows_a_denial_of_an_ocsf_log() {
+    let tools = require_browser!();
+    let origin = Origin::start().await;
+    let proxy = builder(&origin)
+        .arg("--audit-format")
+        .arg("ocsf")
+        .start()
+        .await;
+    let mut browser = Browser::start(&tools);
+    let admin_url = format!("http://{}/ui", proxy.admin().addr);
+    browser.call(json!({"do": "open", "url": admin_url}));
+    let signed_in = browser.call(json!({"do": "login", "token": TOKEN}));
+    assert_eq!(signed_in["signed_in"], true, "{signed_in}");
+    let resp = get_via_proxy(proxy.addr, &url("evil.test", &origin, "/x"), &[]).await;
+    assert_eq!(resp.status, 403);
+    let denied = browser.call(json!({"do": "denial", "host": "evil.test"}));
+    assert_eq!(denied["target"], format!("evil.test:{}", origin.port()));
+    assert_eq!(
+        denied["badges"],
+        json!(["not_in_org_allowlist"]),
+        "{denied}"
+    );
+    assert_eq!(denied["fields"]["method"], "GET", "{denied}");
+    assert_eq!(denied["fields"]["session"], "no session", "{denied}");
+    assert_eq!(denied["fields"]["level"], "org", "{denied}");
+    let line = proxy.audit_text();
+    assert!(line.starts_with("{\"category_uid\":4,"), "{line}");
     let logs = browser.logs();
     assert!(severe(&logs).is_empty(), "console errors: {logs:?}");
 }
