@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use super::chain::{Chain, Format, Position};
+use super::chain::{read_tail, Chain, Format, Position, Tail};
 use super::Record;
 
 /// Whole lines waiting to be written, and how far into them the file already holds.
@@ -156,6 +156,16 @@ pub(super) fn write_from(file: &mut File, bytes: &[u8], at: &mut usize) -> io::R
 }
 
 /// The log's file, opened for appending (created with mode 0600 if missing).
+/// The file at `path` opened for appending, and its last line.
+pub(super) async fn open_at_tail(path: PathBuf) -> io::Result<(File, Option<Tail>)> {
+    tokio::task::spawn_blocking(move || {
+        let file = open_append(&path)?;
+        Ok((file, read_tail(&path)?))
+    })
+    .await
+    .map_err(io::Error::other)?
+}
+
 pub(super) fn open_append(path: &PathBuf) -> io::Result<File> {
     let mut options = std::fs::OpenOptions::new();
     options.append(true).create(true);

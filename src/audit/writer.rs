@@ -36,8 +36,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use super::batch::{open_append, stdout_file, write_from, Batch};
-use super::chain::{read_tail, Chain, Format, Tail, CHECKPOINT_INTERVAL};
+use super::batch::{open_at_tail, stdout_file, write_from, Batch};
+use super::chain::{Chain, Format, CHECKPOINT_INTERVAL};
 use super::keys::Signer;
 use super::live::{Live, LiveRecord};
 use super::Record;
@@ -228,16 +228,6 @@ impl AuditLog {
     pub fn close(&self) {
         self.shared.close.notify_one();
     }
-}
-
-/// The file at `path` opened for appending, and its last line.
-async fn open_at_tail(path: PathBuf) -> io::Result<(File, Option<Tail>)> {
-    tokio::task::spawn_blocking(move || {
-        let file = open_append(&path)?;
-        Ok((file, read_tail(&path)?))
-    })
-    .await
-    .map_err(io::Error::other)?
 }
 
 fn stopped(rec: &Record) {
