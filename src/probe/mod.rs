@@ -1,0 +1,212 @@
+//! `probe` (docs/guides/probe.md, docs/reference/command-line.md "probe"): run inside a
+//! sandbox, it tries every way out that code there could try, each with the least
+//! traffic that shows the channel open, and reports each `open`, `closed` or `unknown`
+//! with its evidence. It sends no data of the sandbox's: TCP handshakes with a
+//! ClientHello or a `GET /` naming a random host under `invalid.`, DNS queries for such
+//! names, one QUIC Initial, one ICMP echo, Unix-socket connects.
+//!
+//! - [`checks`]: the table of checks and their order;
+//! - `tcp`: TCP handshakes and what comes back, this proxy's refusals told apart;
+//! - `dns`: the queries to the system resolver and to the target;
+//! - `datagram`: QUIC and ICMP;
+//! - `web`: HTTP through the proxy variables, and TLS handshakes (DoH);
+//! - `unix`: daemon sockets;
+//! - [`format`]: table, JSON and SARIF.
+
+pub mod checks;
+mod datagram;
+mod dns;
+pub mod format;
+mod tcp;
+mod unix;
+mod web;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::config::probe::Format;
+use crate::config::ProbeConfig;
+
+/// What a check found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Closed,
+    Unknown,
+    Open,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Closed => "closed",
+            Verdict::Unknown => "unknown",
+            Verdict::Open => "open",
+        }
+    }
+}
+
+/// One attempt of a check (a port, an address, a route), with its evidence.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub verdict: Verdict,
+    pub evidence: String,
+}
+
+impl Part {
+    pub fn new(verdict: Verdict, evidence: impl Into<String>) -> Part {
+        Part {
+            verdict,
+            evidence: evidence.into(),
+        }
+    }
+    pub fn closed(evidence: impl Into<String>) -> Part {
+        Part::new(Verdict::Closed, evidence)
+    }
+    pub fn open(evidence: impl Into<String>) -> Part {
+        Part::new(Verdict::Open, evidence)
+    }
+    pub fn unknown(evidence: impl Into<String>) -> Part {
+        Part::new(Verdict::Unknown, evidence)
+    }
+}
+
+/// A check's result: open when any of its parts is, else unknown when any part could
+/// not tell, else closed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub id: &'static str,
+    pub result: Verdict,
+    pub evidence: String,
+    pub ms: u64,
+}
+
+impl Outcome {
+    pub fn of(id: &'static str, parts: Vec<Part>, ms: u64) -> Outcome {
+        let result = parts
+            .iter()
+            .map(|p| p.verdict)
+            .max()
+            .unwrap_or(Verdict::Unknown);
+        let evidence = match parts.is_empty() {
+            true => "nothing was tried".to_string(),
+            false => parts
+                .iter()
+                .map(|p| p.evidence.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+        };
+        Outcome {
+            id,
+            result,
+            evidence,
+            ms,
+        }
+    }
+
+    /// Whether this result counts against the sandbox: an open channel, or (for
+    /// `proxy-allows`, where `open` is what the operator wants) a URL not reached.
+    pub fn fails(&self) -> bool {
+        match self.id {
+            checks::PROXY_ALLOWS => self.result == Verdict::Closed,
+            _ => self.result == Verdict::Open,
+        }
+    }
+}
+
+/// The probe's whole finding.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub checks: Vec<Outcome>,
+    /// `--expect`: ids whose failure does not count.
+    pub expected: BTreeSet<String>,
+    pub ms: u64,
+}
+
+impl Report {
+    /// The checks that count against the sandbox, `--expect` aside.
+    pub fn failing(&self) -> Vec<&Outcome> {
+        self.checks
+            .iter()
+            .filter(|c| c.fails() && !self.expected.contains(c.id))
+            .collect()
+    }
+}
+
+/// Why the probe itself could not run (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("--expect {path}: {message}")]
+    Expect { path: String, message: String },
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// The ids of an `--expect` file: one a line, `#` starting a comment; an id that names
+/// no check is an error (a typo would silently expect nothing).
+pub fn read_expect(path: &std::path::Path) -> Result<BTreeSet<String>, ProbeError> {
+    let fail = |message: String| ProbeError::Expect {
+        path: path.display().to_string(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let mut ids = BTreeSet::new();
+    for (n, line) in text.lines().enumerate() {
+        let id = line.split('#').next().unwrap_or("").trim();
+        if id.is_empty() {
+            continue;
+        }
+        if !checks::IDS.contains(&id) {
+            return Err(fail(format!("line {}: {id:?} is not a check id", n + 1)));
+        }
+        ids.insert(id.to_string());
+    }
+    Ok(ids)
+}
+
+/// Run every check and render the report in the configured format: the text and
+/// whether anything counts against the sandbox (exit 1).
+pub fn run(config: &ProbeConfig) -> Result<(String, bool), ProbeError> {
+    let expected = match &config.expect {
+        Some(path) => read_expect(path)?,
+        None => BTreeSet::new(),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ProbeError::Runtime)?;
+    let started = Instant::now();
+    let checks = runtime.block_on(checks::all(config, whole_limit(config.timeout)));
+    let report = Report {
+        checks,
+        expected,
+        ms: millis(started.elapsed()),
+    };
+    let text = match config.format {
+        Format::Table => format::table(&report),
+        Format::Json => format::json(&report),
+        Format::Sarif => format::sarif(&report),
+    };
+    Ok((text, !report.failing().is_empty()))
+}
+
+/// The whole probe's bound: 10 s, or longer when one check may take longer.
+fn whole_limit(timeout: Duration) -> Duration {
+    Duration::from_secs(10).max(timeout + Duration::from_secs(2))
+}
+
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A random name of 16 letters under `invalid.`, which no resolver may answer and no
+/// server owns (RFC 6761).
+pub(crate) fn random_name() -> String {
+    let mut bytes = [0u8; 16];
+    // Without randomness the name is still under `invalid.`: only its uniqueness is lost.
+    let _ = getrandom::fill(&mut bytes);
+    let letters: String = bytes.iter().map(|b| char::from(b'a' + b % 26)).collect();
+    format!("{letters}.invalid")
+}
