@@ -35,6 +35,8 @@ mod lint;
 mod messages;
 mod parent;
 mod pending;
+#[cfg(target_os = "linux")]
+mod probe;
 mod reason_phrase;
 mod reliability;
 mod reload;
