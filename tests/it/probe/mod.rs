@@ -290,4 +290,50 @@ fn sarif_gives_one_error_result_per_open_check() {
         let suppressed = r.get("suppressions").is_some();
         assert_eq!(suppressed, r["ruleId"] == "icmp", "{r}");
     }
+    validate_sarif(&doc);
+}
+
+/// Validate against the SARIF 2.1.0 schema with `pydantic-sarif` (PyPI, pinned in
+/// .ci/run: its model is generated from the schema, unknown properties forbidden); a
+/// log with a level the schema does not know must fail it, so the check can fail.
+fn validate_sarif(doc: &Value) {
+    let script = "import sys\n\
+try:\n    from pydantic_sarif.model import StaticAnalysisResultsFormatSarifVersion210JsonSchema as S\n\
+except ImportError:\n    sys.exit(3)\n\
+try:\n    S.model_validate_json(sys.stdin.read())\n\
+except Exception as e:\n    print(e); sys.exit(1)\n";
+    let run = |text: String| {
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    match run(doc.to_string()) {
+        (Some(3), _) => {
+            return eprintln!("note: pydantic-sarif is not installed: schema not checked")
+        }
+        (Some(0), _) => {}
+        (code, out) => panic!("SARIF does not validate ({code:?}): {out}"),
+    }
+    let mut bad = doc.clone();
+    bad["runs"][0]["results"][0]["level"] = Value::from("fatal");
+    assert_eq!(
+        run(bad.to_string()).0,
+        Some(1),
+        "the validator rejects a bad level"
+    );
 }
