@@ -337,3 +337,23 @@ except Exception as e:\n    print(e); sys.exit(1)\n";
         "the validator rejects a bad level"
     );
 }
+
+#[test]
+fn flags_that_do_not_make_a_probe_are_exit_2_naming_the_flag() {
+    require_lab!();
+    // In a lab all the same: were a flag wrongly accepted, the probe would run there.
+    let lab = Lab::new(false);
+    for (flag, value) in [
+        ("--timeout-ms", "0"),
+        ("--timeout-ms", "60001"),
+        ("--denied", "ftp://x.test/"),
+        ("--allowed", "http://user@x.test/"),
+        ("--target-v4", "2606:4700:4700::1111"),
+        ("--expect", "/nonexistent/expect"),
+    ] {
+        let out = lab.probe(&[flag, value]);
+        assert_eq!(out.code, 2, "{flag} {value}: {out:#?}");
+        assert!(out.stderr.contains(flag), "{flag} {value}: {out:#?}");
+        assert!(out.stdout.is_empty(), "{flag} {value}: {out:#?}");
+    }
+}
