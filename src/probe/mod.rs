@@ -11,7 +11,7 @@
 //! - `datagram`: QUIC and ICMP;
 //! - `web`: HTTP through the proxy variables, and TLS handshakes (DoH);
 //! - `unix`: daemon sockets;
-//! - [`format`]: table, JSON and SARIF.
+//! - [`format`](mod@format): table, JSON and SARIF.
 
 pub mod checks;
 mod datagram;
