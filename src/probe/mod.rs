@@ -210,3 +210,73 @@ pub(crate) fn random_name() -> String {
     let letters: String = bytes.iter().map(|b| char::from(b'a' + b % 26)).collect();
     format!("{letters}.invalid")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(id: &'static str, result: Verdict) -> Outcome {
+        Outcome::of(id, vec![Part::new(result, "e")], 1)
+    }
+
+    #[test]
+    fn a_check_is_open_when_any_part_is_and_unknown_before_closed() {
+        let parts = |vs: &[Verdict]| vs.iter().map(|v| Part::new(*v, "e")).collect();
+        let of = |vs: &[Verdict]| Outcome::of(checks::DOT, parts(vs), 0).result;
+        assert_eq!(of(&[Verdict::Closed, Verdict::Open]), Verdict::Open);
+        assert_eq!(of(&[Verdict::Closed, Verdict::Unknown]), Verdict::Unknown);
+        assert_eq!(of(&[Verdict::Closed, Verdict::Closed]), Verdict::Closed);
+        assert_eq!(of(&[]), Verdict::Unknown);
+    }
+
+    #[test]
+    fn reach_fails_when_closed_and_every_other_check_when_open() {
+        let report = |checks, expected: &[&str]| Report {
+            checks,
+            expected: expected.iter().map(|s| s.to_string()).collect(),
+            ms: 0,
+        };
+        let r = report(
+            vec![
+                outcome(checks::PROXY_ALLOWS, Verdict::Open),
+                outcome(checks::QUIC, Verdict::Unknown),
+                outcome(checks::DOT, Verdict::Closed),
+            ],
+            &[],
+        );
+        assert!(r.failing().is_empty());
+        let r = report(
+            vec![
+                outcome(checks::PROXY_ALLOWS, Verdict::Closed),
+                outcome(checks::QUIC, Verdict::Open),
+            ],
+            &[checks::QUIC],
+        );
+        let failing: Vec<&str> = r.failing().iter().map(|c| c.id).collect();
+        assert_eq!(failing, vec![checks::PROXY_ALLOWS]);
+    }
+
+    #[test]
+    fn expect_files_take_ids_and_comments_and_refuse_typos() {
+        let dir = std::env::temp_dir().join(format!("probe-expect-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("expect");
+        std::fs::write(&path, "# open on purpose\nquic   # the mirror\n\n  icmp\n").unwrap();
+        let ids: Vec<String> = read_expect(&path).unwrap().into_iter().collect();
+        assert_eq!(ids, vec!["icmp".to_string(), "quic".to_string()]);
+        std::fs::write(&path, "quick\n").unwrap();
+        let e = read_expect(&path).unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("quick"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_random_name_is_letters_under_invalid() {
+        let name = random_name();
+        let (label, tld) = name.split_once('.').unwrap();
+        assert_eq!(tld, "invalid");
+        assert_eq!(label.len(), 16);
+        assert!(label.bytes().all(|b| b.is_ascii_lowercase()));
+        assert_ne!(random_name(), name);
+    }
+}

@@ -188,7 +188,52 @@ pub fn routes(table: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{first_line, refusal, routes};
+    use super::{exchange, first_line, refusal, routes};
+    use crate::probe::Verdict;
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// What the probe makes of a loopback server that, after reading the opening,
+    /// answers `answer` and closes (`None`: stays silent).
+    async fn against(answer: Option<&'static [u8]>) -> (Verdict, String) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 256];
+            let _ = s.read(&mut buf).await;
+            match answer {
+                Some(bytes) => {
+                    let _ = s.write_all(bytes).await;
+                }
+                None => tokio::time::sleep(Duration::from_secs(2)).await,
+            }
+        });
+        let part = exchange(addr, b"GET / HTTP/1.1\r\n\r\n", Duration::from_millis(300)).await;
+        server.abort();
+        (part.verdict, part.evidence)
+    }
+
+    #[tokio::test]
+    async fn what_comes_back_after_the_handshake_decides() {
+        let denied: &[u8] = b"HTTP/1.1 403 Egress denied: private_address\r\nX-Egress-Denied: private_address\r\n\r\n";
+        let (v, e) = against(Some(denied)).await;
+        assert_eq!(v, Verdict::Closed, "{e}");
+        assert!(
+            e.contains("refused by egress-proxy (403 private_address)"),
+            "{e}"
+        );
+        let (v, e) = against(Some(b"")).await;
+        assert_eq!(v, Verdict::Closed, "{e}");
+        assert!(e.contains("no byte back"), "{e}");
+        let (v, e) = against(Some(b"SSH-2.0-OpenSSH_9.6\r\n")).await;
+        assert_eq!(v, Verdict::Open, "{e}");
+        assert!(e.contains("SSH-2.0-OpenSSH_9.6"), "{e}");
+        let (v, e) = against(Some(b"HTTP/1.1 403 Forbidden\r\n\r\n")).await;
+        assert_eq!(v, Verdict::Open, "another server's 403 is an answer: {e}");
+        let (v, e) = against(None).await;
+        assert_eq!(v, Verdict::Unknown, "{e}");
+    }
 
     #[test]
     fn this_proxys_refusal_is_told_by_its_header() {
