@@ -5,6 +5,7 @@ use std::future::Future;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
+use super::proxy_env::ProxyEnv;
 use super::{datagram, dns, millis, tcp, unix, web, Outcome, Part};
 use crate::config::probe::ProbeUrl;
 use crate::config::ProbeConfig;
@@ -63,36 +64,6 @@ pub fn describe(id: &str) -> &'static str {
 /// The cloud metadata service's addresses (AWS's IPv6 one too).
 pub const METADATA_V4: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(169, 254, 169, 254));
 pub const METADATA_V6: IpAddr = IpAddr::V6(Ipv6Addr::new(0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254));
-
-/// The proxy variables a client in the sandbox would use.
-#[derive(Debug, Clone, Default)]
-pub struct ProxyEnv {
-    pub http: Option<Result<ProbeUrl, String>>,
-    pub https: Option<Result<ProbeUrl, String>>,
-}
-
-impl ProxyEnv {
-    pub fn from_env() -> ProxyEnv {
-        let read = |names: [&str; 2]| {
-            names.iter().find_map(|n| {
-                let v = std::env::var(n).ok().filter(|v| !v.is_empty())?;
-                Some(ProbeUrl::parse(&v).ok_or(format!("{n}={v:?} is not an http:// URL")))
-            })
-        };
-        ProxyEnv {
-            http: read(["HTTP_PROXY", "http_proxy"]),
-            https: read(["HTTPS_PROXY", "https_proxy"]),
-        }
-    }
-
-    /// The proxy a request for `url` goes through.
-    pub fn for_url(&self, https: bool) -> Option<&Result<ProbeUrl, String>> {
-        match https {
-            true => self.https.as_ref(),
-            false => self.http.as_ref(),
-        }
-    }
-}
 
 /// Time one check and bound it by `limit`; a check still running then is `unknown`.
 async fn timed(
@@ -155,13 +126,15 @@ async fn metadata(env: &ProxyEnv, t: Duration) -> Vec<Part> {
         };
         ProbeUrl::parse(&format!("http://{host}/latest/meta-data/")).expect("a valid URL")
     };
-    let proxied_url = url(METADATA_V4);
-    let (v4, v6, proxied) = tokio::join!(
+    let (url4, url6) = (url(METADATA_V4), url(METADATA_V6));
+    let (v4, v6, proxied4, proxied6) = tokio::join!(
         tcp::http_get(SocketAddr::new(METADATA_V4, 80), t),
         tcp::http_get(SocketAddr::new(METADATA_V6, 80), t),
-        web::through_proxy(&proxied_url, env, t),
+        web::through_proxy(&url4, env, t),
+        web::through_proxy(&url6, env, t),
     );
     let mut parts = vec![v4, v6];
-    parts.extend(proxied);
+    parts.extend(proxied4);
+    parts.extend(proxied6);
     parts
 }

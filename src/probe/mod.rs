@@ -10,6 +10,7 @@
 //! - `dns`: the queries to the system resolver and to the target;
 //! - `datagram`: QUIC and ICMP;
 //! - `web`: HTTP through the proxy variables, and TLS handshakes (DoH);
+//! - `proxy_env`: the proxy variables, with a session's credentials;
 //! - `unix`: daemon sockets;
 //! - [`format`](mod@format): table, JSON and SARIF.
 
@@ -17,6 +18,7 @@ pub mod checks;
 mod datagram;
 mod dns;
 pub mod format;
+mod proxy_env;
 mod tcp;
 mod unix;
 mod web;

@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
-use super::checks::ProxyEnv;
+use super::proxy_env::ProxyEnv;
 use super::tcp::{first_line, read_reply, refusal};
 use super::Part;
 use crate::config::probe::ProbeUrl;
@@ -162,14 +162,19 @@ impl Via {
             Ok(p) => p,
             Err(e) => return Some(Err(Part::unknown(e.clone()))),
         };
-        let name = proxy.authority();
+        let name = proxy.url.authority();
+        let auth = match &proxy.authorization {
+            Some(value) => format!("Proxy-Authorization: {value}\r\n"),
+            None => String::new(),
+        };
         let connect = async {
-            let mut stream = TcpStream::connect((proxy.host.as_str(), proxy.port)).await?;
+            let (host, port) = (proxy.url.host.as_str(), proxy.url.port);
+            let mut stream = TcpStream::connect((host, port)).await?;
+            let target = url.authority();
             let request = match url.https {
-                true => format!("CONNECT {0} HTTP/1.1\r\nHost: {0}\r\n\r\n", url.authority()),
+                true => format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{auth}\r\n"),
                 false => format!(
-                    "GET http://{0}{1} HTTP/1.1\r\nHost: {0}\r\nConnection: close\r\n\r\n",
-                    url.authority(),
+                    "GET http://{target}{} HTTP/1.1\r\nHost: {target}\r\n{auth}Connection: close\r\n\r\n",
                     url.path
                 ),
             };

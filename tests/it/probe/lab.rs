@@ -23,6 +23,9 @@ const V4: [&str; 3] = ["1.1.1.1", "8.8.8.8", "169.254.169.254"];
 const V6: [&str; 2] = ["2606:4700:4700::1111", "fd00:ec2::254"];
 /// The lab proxy's address, which `HTTP_PROXY` and `HTTPS_PROXY` name.
 pub const PROXY: &str = "127.0.0.1:3128";
+/// The credentials in the proxy variables (the user `probe`, the password `s3cr%et`),
+/// as a gateway's session puts them there: the open lab's proxy requires them.
+pub const PROXY_USERINFO: &str = "probe:s3cr%25et";
 /// How long one probe may take before the test fails.
 const PROBE_LIMIT: Duration = Duration::from_secs(30);
 
@@ -237,7 +240,7 @@ impl Lab {
         ] {
             cmd.env_remove(var);
         }
-        let proxy = format!("http://{PROXY}");
+        let proxy = format!("http://{PROXY_USERINFO}@{PROXY}");
         cmd.env("HTTP_PROXY", &proxy).env("HTTPS_PROXY", &proxy);
         cmd.env("HOME", self.dir.join("home"))
             .env("LAB_RESOLV", self.dir.join("resolv.conf"));

@@ -92,6 +92,11 @@ fn every_channel_the_open_lab_leaves_open_is_reported_open() {
         assert_eq!(result_of(&results, id), "open", "{id}: {out:#?}");
     }
     assert_eq!(out.code, 1, "{out:#?}");
+    // The proxy let the probe by only with the variables' credentials, never shown.
+    assert!(
+        !out.stdout.contains("s3cr") && !out.stderr.contains("s3cr"),
+        "{out:#?}"
+    );
     let doc = out.json();
     let open = doc["open"].as_array().unwrap();
     assert_eq!(

@@ -12,6 +12,10 @@ use hickory_proto::rr::{RData, Record};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
+/// base64 of `probe:s3cr%et` percent-decoded (`probe:s3cr%et` is `probe:s3cr%25et` in
+/// the URL): the credentials the open lab's proxy requires.
+pub const PROXY_AUTH_B64: &str = "cHJvYmU6czNjciVldA==";
+
 /// How the lab's proxy answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LabProxy {
@@ -121,8 +125,8 @@ pub fn udp_echo(socket: UdpSocket) {
     });
 }
 
-/// A forward proxy: `CONNECT` relayed, any other request answered `200`; or every
-/// request refused with egress-proxy's refusal.
+/// A forward proxy requiring credentials: `CONNECT` relayed, any other request answered
+/// `200`; or every request refused with egress-proxy's refusal.
 pub fn proxy(listener: TcpListener, kind: LabProxy) {
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
@@ -147,6 +151,16 @@ async fn proxy_one(mut stream: TcpStream, kind: LabProxy) {
         .to_string();
     let mut words = line.split(' ');
     let (method, target) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    // As a gateway's sessions do: without the credentials the proxy variables carry
+    // (lab.rs, `PROXY_AUTH`), egress-proxy's 407 refusal.
+    let authorized = String::from_utf8_lossy(&head)
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case(&format!("proxy-authorization: basic {PROXY_AUTH_B64}")));
+    if kind == LabProxy::Open && !authorized {
+        let answer = "HTTP/1.1 407 Egress denied: auth_required\r\nX-Egress-Denied: auth_required\r\nProxy-Authenticate: Basic realm=\"egress\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        let _ = stream.write_all(answer.as_bytes()).await;
+        return;
+    }
     if kind == LabProxy::Refusing {
         let body = r#"{"error": {"type": "egress_denied", "reason": "not_in_org_allowlist"}}"#;
         let answer = format!(
