@@ -6,7 +6,7 @@
 //!
 //! What the binary, the benches and the fuzz targets use: [`cli`] (the argument types),
 //! [`config`] (each command's validated configuration), the commands' modules
-//! ([`serve`], [`run`], [`check`], [`lint`], [`review`], [`diff`], [`watch`]), [`tls`]
+//! ([`serve`], [`run`], [`check`], [`lint`], [`review`], [`diff`], [`watch`], [`probe`]), [`tls`]
 //! (`ca init`'s CA, which the tests use too), the pure [`policy`] core, and `fuzzing`
 //! behind its feature. Everything else is `pub(crate)`.
 //!
@@ -70,6 +70,9 @@
 //!   as text, markdown, JSON or SARIF.
 //! - [`watch`]: `watch`: a running proxy's audit records as they are written, read from
 //!   its admin API's event stream.
+//! - [`probe`]: `probe`: run inside a sandbox, every way out tried (TCP, DNS, DoT, DoH,
+//!   QUIC, ICMP, metadata, the proxy, daemon sockets, IPv6) and reported open, closed
+//!   or unknown as a table, JSON or SARIF.
 //! - [`cli`]: command-line argument types, a leaf: the flags several commands take are
 //!   declared once and flattened into each.
 //! - `fuzzing` (only with the `fuzzing` feature, and in the library's tests): the entry
@@ -102,6 +105,7 @@ pub(crate) mod net;
 /// The pure policy core, a crate of its own (`crates/policy/`, `egress-policy`) so the
 /// compiler keeps it free of I/O: re-exported here under the name every module uses.
 pub use egress_policy as policy;
+pub mod probe;
 pub(crate) mod proxy;
 pub mod review;
 pub mod run;

@@ -10,11 +10,12 @@ use std::process::ExitCode;
 use clap::Parser;
 use egress_proxy::cli::{
     ApproveArgs, AuditCommand, CaCommand, CheckArgs, CheckFormat, Cli, Command, DiffArgs,
-    DiffFormat, LintArgs, LintFormat, ReplayArgs, RunArgs, ServeArgs, SuggestArgs, SuggestFormat,
-    SummarizeArgs, SummaryFormat, VerifyArgs, WatchArgs,
+    DiffFormat, LintArgs, LintFormat, ProbeArgs, ReplayArgs, RunArgs, ServeArgs, SuggestArgs,
+    SuggestFormat, SummarizeArgs, SummaryFormat, VerifyArgs, WatchArgs,
 };
 use egress_proxy::config::{
-    ApproveConfig, CheckConfig, InitConfig, RulesConfig, RunConfig, ServeConfig, WatchConfig,
+    ApproveConfig, CheckConfig, InitConfig, ProbeConfig, RulesConfig, RunConfig, ServeConfig,
+    WatchConfig,
 };
 use egress_proxy::lint::{self, Severity};
 
@@ -72,6 +73,7 @@ fn main() -> ExitCode {
         Command::Rules(args) => rules(&RulesConfig::from(args)),
         Command::Watch(args) => watch(args),
         Command::Approve(args) => approve(args),
+        Command::Probe(args) => probe(args),
         Command::Ca(args) => match args.command {
             CaCommand::Init { dir } => match egress_proxy::tls::ca::init(&dir) {
                 Ok(cert) => {
@@ -196,6 +198,19 @@ fn check(args: CheckArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// `probe`: 0 when nothing unexpected is open, 1 when something is (or an `--allowed`
+/// URL is not reached), 2 when the probe itself cannot run.
+fn probe(args: ProbeArgs) -> ExitCode {
+    let config = match ProbeConfig::from_args(args) {
+        Ok(config) => config,
+        Err(e) => return fail(e),
+    };
+    match egress_proxy::probe::run(&config) {
+        Ok((output, failing)) => emit_then(&output, failing),
+        Err(e) => fail(e),
     }
 }
 

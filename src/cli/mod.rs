@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 
 pub mod flags;
 mod offline;
+mod probe;
 mod run;
 mod serve;
 mod watch;
@@ -18,6 +19,7 @@ pub use offline::{
     AuditArgs, AuditCommand, CheckArgs, CheckFormat, DiffArgs, DiffFormat, LintArgs, LintFormat,
     ReplayArgs, SuggestArgs, SuggestFormat, SummarizeArgs, SummaryFormat, VerifyArgs,
 };
+pub use probe::{ProbeArgs, ProbeFormat};
 pub use run::{JailInitArgs, RulesArgs, RunArgs, DNS_PORT, TRANSPARENT_PORT};
 pub use serve::{Admin, Approval, AuditFailure, Limits, Listen, ServeArgs, Sessions};
 pub use watch::{AdminApi, ApproveArgs, Decision, WatchArgs};
@@ -60,6 +62,10 @@ pub enum Command {
     /// List the requests a running proxy holds for a reviewer, or decide one:
     /// `approve ID allow-once|allow-session|deny` (exit 2 when it cannot be done).
     Approve(ApproveArgs),
+    /// Try every way out of the sandbox this runs in, and report each channel open,
+    /// closed or unknown (exit 0 all closed or expected, 1 any open or an `--allowed`
+    /// URL unreachable, 2 error). No privileges needed.
+    Probe(ProbeArgs),
     /// The interception CA: `ca init DIR` makes one for `serve --ca DIR`.
     Ca(CaArgs),
     /// Internal: the first process in `run`'s jail, started by `run` itself.

@@ -8,11 +8,13 @@ use std::time::Duration;
 use crate::load::LoadError;
 
 pub mod check;
+pub mod probe;
 mod run;
 mod serve;
 mod watch;
 
 pub use check::CheckConfig;
+pub use probe::ProbeConfig;
 pub use run::{
     InitConfig, Ports, RulesConfig, RunConfig, DNS_PORT, PROXY_PORT, SOCKS_PORT, TRANSPARENT_PORT,
 };

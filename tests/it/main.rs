@@ -37,6 +37,8 @@ mod lint;
 mod messages;
 mod parent;
 mod pending;
+#[cfg(target_os = "linux")]
+mod probe;
 mod reason_phrase;
 mod reliability;
 mod reload;
