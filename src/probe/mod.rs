@@ -19,6 +19,7 @@ mod datagram;
 mod dns;
 pub mod format;
 mod proxy_env;
+mod reply;
 mod tcp;
 mod unix;
 mod web;

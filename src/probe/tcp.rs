@@ -8,14 +8,12 @@ use std::io;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
+use super::reply::{first_line, read_reply, refusal};
 use super::{random_name, web, Part};
-
-/// The most read back: enough for a status line and headers.
-const MAX_REPLY: usize = 4096;
 
 /// `tcp4-direct` / `tcp6-direct`: ports 443 (a ClientHello) and 80 (a `GET /`).
 pub async fn direct(ip: IpAddr, t: Duration) -> Vec<Part> {
@@ -74,31 +72,6 @@ async fn exchange(addr: SocketAddr, opening: &[u8], t: Duration) -> Part {
     }
 }
 
-/// Read until the peer closes, a whole HTTP head or anything else arrives, or
-/// `deadline` (a `TimedOut` error).
-pub async fn read_reply(
-    stream: &mut (impl AsyncReadExt + Unpin),
-    reply: &mut Vec<u8>,
-    deadline: Instant,
-) -> io::Result<()> {
-    let mut buf = [0u8; 1024];
-    loop {
-        let n = match timeout_at(deadline, stream.read(&mut buf)).await {
-            Err(_) => return Err(io::ErrorKind::TimedOut.into()),
-            Ok(r) => r?,
-        };
-        if n == 0 {
-            return Ok(());
-        }
-        reply.extend_from_slice(&buf[..n]);
-        let http = reply.starts_with(b"HTTP/") || b"HTTP/".starts_with(reply);
-        let head_done = reply.windows(4).any(|w| w == b"\r\n\r\n");
-        if !http || head_done || reply.len() >= MAX_REPLY {
-            return Ok(());
-        }
-    }
-}
-
 /// Bytes came back: this proxy's refusal (an HTTP answer with `X-Egress-Denied`) is
 /// `closed`, anything else a peer that answered.
 fn judge_reply(addr: SocketAddr, reply: &[u8]) -> Part {
@@ -110,35 +83,6 @@ fn judge_reply(addr: SocketAddr, reply: &[u8]) -> Part {
         reply.len(),
         first_line(reply)
     ))
-}
-
-/// This proxy's refusal in an HTTP answer: its status and `X-Egress-Denied` reason.
-pub fn refusal(reply: &[u8]) -> Option<String> {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut response = httparse::Response::new(&mut headers);
-    response.parse(reply).ok()?;
-    let reason = response
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("x-egress-denied"))?;
-    Some(format!(
-        "{} {}",
-        response.code.unwrap_or(0),
-        String::from_utf8_lossy(reason.value)
-    ))
-}
-
-/// The first line of a reply if it is text, else its first bytes in hex.
-pub fn first_line(reply: &[u8]) -> String {
-    let line = reply
-        .split(|&b| b == b'\r' || b == b'\n')
-        .next()
-        .unwrap_or(&[]);
-    if !line.is_empty() && line.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
-        return String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
-    }
-    let hex: String = reply.iter().take(8).map(|b| format!("{b:02x}")).collect();
-    format!("starting {hex}")
 }
 
 /// `ipv6-any`: the IPv6 routes other than loopback's, and a handshake to the target.
@@ -188,7 +132,8 @@ pub fn routes(table: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{exchange, first_line, refusal, routes};
+    use super::{exchange, routes};
+    use crate::probe::reply::{first_line, refusal};
     use crate::probe::Verdict;
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
 use super::proxy_env::ProxyEnv;
-use super::tcp::{first_line, read_reply, refusal};
+use super::reply::{first_line, read_reply, refusal};
 use super::Part;
 use crate::config::probe::ProbeUrl;
 
