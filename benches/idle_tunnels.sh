@@ -71,6 +71,9 @@ start_egress() { # binary
 start_squid() {
     mkdir -p "$TMP/squid"
     chmod 777 "$TMP/squid"
+    # squid is given the origin's address, and nothing it could resolve reaches the
+    # system resolver: its own hosts file, and a nameserver on loopback.
+    echo "127.0.0.1 $NAME" >"$TMP/squid/hosts"
     cat >"$TMP/squid.conf" <<EOF
 http_port 127.0.0.1:$PORT
 pid_filename $TMP/squid/squid.pid
@@ -82,6 +85,8 @@ coredump_dir $TMP/squid
 visible_hostname idle-bench
 shutdown_lifetime 1 second
 pinger_enable off
+dns_nameservers 127.0.0.1
+hosts_file $TMP/squid/hosts
 max_filedescriptors $((2 * TOTAL + 1000))
 acl lo src 127.0.0.1/32
 http_access allow lo
@@ -93,10 +98,12 @@ EOF
     wait_port "$PORT"
 }
 
-# Open N tunnels held by a client of their own (until its stdin closes, or 600 s).
+# Open N tunnels held by a client of their own (until its stdin closes, or 600 s), to
+# TARGET (the pinned name for egress-proxy, the address for squid).
+TARGET="$NAME:$HTTP_PORT"
 open_tunnels() { # n name
     local out="$TMP/tunnels-$2.out" i
-    exec {fd}> >(exec python3 "$ROOT/benches/tunnels.py" "127.0.0.1:$PORT" "$NAME:$HTTP_PORT" \
+    exec {fd}> >(exec python3 "$ROOT/benches/tunnels.py" "127.0.0.1:$PORT" "$TARGET" \
         "$1" 600 >"$out" 2>&1)
     PIDS+=($!)
     HOLDERS+=("$fd")
@@ -141,6 +148,7 @@ if [ -n "${BASELINE_BIN:-}" ]; then
 fi
 if [ -n "$SQUID" ]; then
     start_squid
+    TARGET="127.0.0.1:$HTTP_PORT"
     measure "squid"
 fi
 

@@ -79,6 +79,7 @@
 //!   points of the fuzz targets in `fuzz/`, and the replay of their corpus.
 
 // No unsafe code, except in `tunnel::splice` (splice(2), its pipe and a socket option),
+// `serve::trim` (malloc_trim(3)),
 // `run::mount_attr` (mount_setattr(2)), `run::pty`, `run::jail` and `run::session`
 // (terminal ioctls, the steps between fork and exec, close_range(2) of the caller's
 // descriptors), and `run::unix` (the seccomp notifications of CMD's `connect`, their

@@ -22,6 +22,7 @@ use crate::session::{redis_store::RedisStore, Leases, MemoryStore, Store};
 use crate::workers::{self, Kind, Server};
 
 mod process;
+mod trim;
 use process::{
     expire_sessions, raise_open_files_limit, reload_on_sighup, reopen_on_sigusr1, shutdown_signal,
     signal,
@@ -331,6 +332,7 @@ pub async fn serve_with(
     }
     tokio::spawn(reopen_on_sigusr1(state.audit.clone(), signal("SIGUSR1")?));
     tokio::spawn(expire_sessions(state.clone()));
+    tokio::spawn(trim::trim_every(trim::TRIM_EVERY));
     if let Some((admin_listener, admin_addr)) = admin_listener {
         let hosts = args.admin.as_ref().map(|a| a.hosts.clone());
         let admin = Arc::new(Admin {

@@ -50,10 +50,13 @@ pub async fn open(
             tracing::warn!(request_id = %id, "a CONNECT over another transport: closed");
             return;
         };
+        // The bytes past the head copied out, so hyper's read buffer, which they are a
+        // slice of, is let go rather than held for the tunnel's life.
         let ahead = parts.read_buf.to_vec();
-        dialed
-            .relay(parts.io.into_inner(), ahead, done, Arc::new(pool))
-            .await
+        drop(parts.read_buf);
+        // A task of its own: this one, which waited for the upgrade, ends and lets go
+        // of what it held, so an idle tunnel holds the relay's state alone.
+        tokio::spawn(dialed.relay(parts.io.into_inner(), ahead, done, Arc::new(pool)));
     });
     Response::new(answer::empty())
 }

@@ -309,11 +309,9 @@ async fn relay(
     let (up, down) = (record.up.clone(), record.down.clone());
     let sent = record.up.clone();
     let (client, approved) = (&record.client, &record.approved);
-    let allowance = &approved.budget;
-    let intercepted = matches!(approved.judged, Judged::Intercept);
     // An intercepted tunnel's record gives the bytes of the requests inside it, once
     // every one of them has written its own.
-    let (relayed, mut sum) = match intercepted {
+    let (relayed, mut sum) = match matches!(approved.judged, Judged::Intercept) {
         true => {
             let (relayed, sum) = relayed::relayed();
             (Some(relayed), Some(sum))
@@ -321,61 +319,22 @@ async fn relay(
         false => (None, None),
     };
     let inside_counts = sum.as_ref().map(RelayedSum::counts);
-    let inside = |relayed| Tunnel {
+    let limits = &state.limits;
+    let carried = Carried {
         approved,
         state: &state,
-        peer: client.addr,
-        via: client.via,
+        client,
+        activity: &activity,
+        inspect: &*inspect,
         relayed,
+        up,
+        down,
+        sent,
     };
-    let limits = &state.limits;
-    let work = async {
-        match downstream {
-            Downstream::Unjudged(stream) => {
-                let downstream = activity.watch_counting(stream, up);
-                let of = FirstBytesOf {
-                    approved,
-                    state: &state,
-                    activity: &activity,
-                    inspect: &*inspect,
-                    inside: inside(relayed),
-                    down: down.clone(),
-                    sent: sent.clone(),
-                };
-                match admit_first(downstream, upstream, dialed, of).await? {
-                    Admitted::Ended(cut) => Ok(cut),
-                    Admitted::Relay(downstream, upstream) => {
-                        let relayed =
-                            relay::both_ways(downstream, upstream, &activity, allowance).await;
-                        Ok(ended(relayed, client))
-                    }
-                }
-            }
-            Downstream::Redirected(stream) => {
-                let downstream = activity.watch_counting(Prefixed::new(Vec::new(), stream), up);
-                if intercepted {
-                    // Its ClientHello is still unread: the handshake reads it.
-                    let inside = inside(relayed);
-                    inspect
-                        .serve(downstream, Vec::new(), upstream, dialed, inside)
-                        .await;
-                    return Ok(false);
-                }
-                let upstream = activity.watch_counting(upstream, down.clone());
-                let relayed = relay::both_ways(downstream, upstream, &activity, allowance).await;
-                Ok(ended(relayed, client))
-            }
-        }
-    };
-    let work = async {
-        let outcome = work.await;
-        if let Some(sum) = sum.as_mut() {
-            sum.settled().await;
-        }
-        outcome
-    };
+    // The futures are made in place, never moved into another once made: a future moved
+    // keeps its first slot too, and an idle tunnel's task would carry it twice.
     let outcome = tokio::select! {
-        outcome = work => outcome,
+        outcome = carry(downstream, upstream, dialed, carried, sum.as_mut()) => outcome,
         _ = activity.idle_for(limits.tunnel_idle_timeout) => {
             tracing::debug!(request_id = %client.request_id, "idle tunnel closed");
             Ok(false)
@@ -395,8 +354,14 @@ async fn relay(
                 false => refusal,
             };
             let on_trip = approved.policies.org.canaries().on_trip;
-            exfiltration::end_session(&state, on_trip, approved.session.as_ref(), &refusal).await;
-            audit_refusal(&state, &record.client, &refusal, None).await;
+            Box::pin(exfiltration::end_session(
+                &state,
+                on_trip,
+                approved.session.as_ref(),
+                &refusal,
+            ))
+            .await;
+            Box::pin(audit_refusal(&state, &record.client, &refusal, None)).await;
         }
         Ok(cut) => {
             record.cut = cut;
@@ -405,6 +370,89 @@ async fn relay(
         }
     }
     drop((open, slot, done));
+}
+
+/// What carrying a tunnel's bytes needs besides its two connections.
+struct Carried<'a> {
+    approved: &'a Approved,
+    state: &'a Arc<State>,
+    client: &'a Client,
+    activity: &'a Activity,
+    inspect: &'a dyn Inspect,
+    relayed: Option<relayed::Relayed>,
+    up: Arc<AtomicU64>,
+    down: Arc<AtomicU64>,
+    sent: Arc<AtomicU64>,
+}
+
+/// Carry a tunnel's bytes: judge its first bytes (unless judged already), then relay
+/// both ways or serve it intercepted, until it ends; then wait for the requests inside
+/// an intercepted one to write their records. `Ok(true)`: the upload budget cut it.
+async fn carry(
+    downstream: Downstream,
+    upstream: TcpStream,
+    dialed: CheckedAddr,
+    of: Carried<'_>,
+    sum: Option<&mut RelayedSum>,
+) -> Result<bool, Refusal> {
+    let outcome = carry_bytes(downstream, upstream, dialed, of).await;
+    if let Some(sum) = sum {
+        sum.settled().await;
+    }
+    outcome
+}
+
+async fn carry_bytes(
+    downstream: Downstream,
+    upstream: TcpStream,
+    dialed: CheckedAddr,
+    of: Carried<'_>,
+) -> Result<bool, Refusal> {
+    let (activity, allowance) = (of.activity, &of.approved.budget);
+    let tunnel = Tunnel {
+        approved: of.approved,
+        state: of.state,
+        peer: of.client.addr,
+        via: of.client.via,
+        relayed: of.relayed,
+    };
+    match downstream {
+        Downstream::Unjudged(stream) => {
+            let downstream = activity.watch_counting(stream, of.up);
+            let first = FirstBytesOf {
+                approved: of.approved,
+                state: of.state,
+                activity,
+                inspect: of.inspect,
+                inside: tunnel,
+                down: of.down,
+                sent: of.sent,
+            };
+            // Boxed: the first bytes' judgement is over before the relay starts, and an
+            // idle tunnel's task need not keep room for it.
+            match Box::pin(admit_first(downstream, upstream, dialed, first)).await? {
+                Admitted::Ended(cut) => Ok(cut),
+                Admitted::Relay(downstream, upstream) => {
+                    let relayed = relay::both_ways(downstream, upstream, activity, allowance).await;
+                    Ok(ended(relayed, of.client))
+                }
+            }
+        }
+        Downstream::Redirected(stream) => {
+            let downstream = activity.watch_counting(Prefixed::new(Vec::new(), stream), of.up);
+            if matches!(of.approved.judged, Judged::Intercept) {
+                // Its ClientHello is still unread: the handshake reads it.
+                let serve = of
+                    .inspect
+                    .serve(downstream, Vec::new(), upstream, dialed, tunnel);
+                serve.await;
+                return Ok(false);
+            }
+            let upstream = activity.watch_counting(upstream, of.down);
+            let relayed = relay::both_ways(downstream, upstream, activity, allowance).await;
+            Ok(ended(relayed, of.client))
+        }
+    }
 }
 
 /// How a relay ended: whether the upload budget closed it (anything else is the
