@@ -83,6 +83,11 @@ impl Scanner {
         }
     }
 
+    /// The id and kind of each canary, in order: what may be shown of them.
+    pub fn ids(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.ids.iter().map(|(id, kind)| (&**id, &**kind))
+    }
+
     /// Whether there is nothing to look for (then no scan does any work).
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()

@@ -6,6 +6,7 @@
 //! No record, answer or log line holds the value.
 
 mod canaries;
+mod session;
 
 use std::path::PathBuf;
 
