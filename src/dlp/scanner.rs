@@ -46,6 +46,9 @@ pub struct Scanner {
     /// Every form, either case, for names (which are case-insensitive), and the forms a
     /// name carries across its labels.
     names: Option<Set>,
+    /// The longest form in bytes a client sends: a stream scanned piece by piece holds
+    /// back one byte less than this, so no match is ever cut in two unseen.
+    longest: usize,
 }
 
 impl std::fmt::Debug for Scanner {
@@ -60,8 +63,10 @@ impl Scanner {
     /// The automata for `canaries`.
     pub fn new(canaries: &[Canary]) -> Scanner {
         let (mut exact, mut folded, mut names) = (Vec::new(), Vec::new(), Vec::new());
+        let mut longest = 0;
         for (i, canary) in canaries.iter().enumerate() {
             for form in forms(canary.value()) {
+                longest = longest.max(form.bytes.len());
                 names.push((form.bytes.clone(), i, form.encoding));
                 match form.either_case {
                     true => folded.push((form.bytes, i, form.encoding)),
@@ -80,12 +85,19 @@ impl Scanner {
             exact: Set::build(exact, false),
             folded: Set::build(folded, true),
             names: Set::build(names, true),
+            longest,
         }
     }
 
     /// The id and kind of each canary, in order: what may be shown of them.
     pub fn ids(&self) -> impl Iterator<Item = (&str, &str)> {
         self.ids.iter().map(|(id, kind)| (&**id, &**kind))
+    }
+
+    /// The bytes a stream scanned piece by piece must hold back (docs/reference/dlp.md):
+    /// the longest form less one byte; 0 with nothing to look for.
+    pub fn hold_back(&self) -> usize {
+        self.longest.saturating_sub(1)
     }
 
     /// Whether there is nothing to look for (then no scan does any work).

@@ -32,10 +32,12 @@ pub mod head;
 pub mod idle;
 pub(crate) mod intercept;
 pub(crate) mod message;
+mod metered;
 pub mod pool;
 pub mod preflight;
 pub mod relay;
 pub(crate) mod request;
+pub(crate) mod scanned;
 pub(crate) mod sender;
 #[cfg(target_os = "linux")]
 pub mod splice;

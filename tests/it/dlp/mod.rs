@@ -5,8 +5,10 @@
 //! reaches the origin (or the upstream DNS server); the same request without it does.
 //! No record, answer or log line holds the value.
 
+mod body;
 mod canaries;
 mod session;
+mod sink;
 
 use std::path::PathBuf;
 
