@@ -10,6 +10,7 @@ mod canaries;
 mod inspected;
 mod session;
 mod sink;
+mod websocket;
 
 use std::path::PathBuf;
 
