@@ -128,7 +128,7 @@ impl Session {
             pushed_at: AtomicU64::new(now),
             store_expiry: AtomicU64::new(0),
             verifying: tokio::sync::Mutex::new(()),
-            canaries: Arc::new(Scanner::new(&new.canaries)),
+            canaries: Arc::new(Scanner::compact(&new.canaries)),
             on_canary: new.on_canary,
         }
     }

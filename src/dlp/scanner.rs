@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 
 use super::forms::{forms, name_forms, Encoding};
 use super::{Canary, FoundIn, Hit};
@@ -16,11 +16,16 @@ struct Set {
 }
 
 impl Set {
-    fn build(patterns: Vec<(Vec<u8>, usize, Encoding)>, either_case: bool) -> Option<Set> {
+    fn build(
+        patterns: Vec<(Vec<u8>, usize, Encoding)>,
+        either_case: bool,
+        kind: Option<AhoCorasickKind>,
+    ) -> Option<Set> {
         if patterns.is_empty() {
             return None;
         }
         let automaton = AhoCorasickBuilder::new()
+            .kind(kind)
             .ascii_case_insensitive(either_case)
             .match_kind(MatchKind::LeftmostFirst)
             .build(patterns.iter().map(|(bytes, _, _)| bytes))
@@ -60,8 +65,20 @@ impl std::fmt::Debug for Scanner {
 }
 
 impl Scanner {
-    /// The automata for `canaries`.
+    /// The automata for `canaries`, the fastest the automaton crate picks (a DFA for a
+    /// few canaries: about 0.5 MB each): for the canaries every request is scanned for.
     pub fn new(canaries: &[Canary]) -> Scanner {
+        Scanner::with_kind(canaries, None)
+    }
+
+    /// The automata for `canaries` in their compact form (a contiguous NFA: about a
+    /// twentieth of the memory, scanned a little slower): for a session's, which there
+    /// may be thousands of.
+    pub fn compact(canaries: &[Canary]) -> Scanner {
+        Scanner::with_kind(canaries, Some(AhoCorasickKind::ContiguousNFA))
+    }
+
+    fn with_kind(canaries: &[Canary], kind: Option<AhoCorasickKind>) -> Scanner {
         let (mut exact, mut folded, mut names) = (Vec::new(), Vec::new(), Vec::new());
         let mut longest = 0;
         for (i, canary) in canaries.iter().enumerate() {
@@ -82,9 +99,9 @@ impl Scanner {
                 .iter()
                 .map(|c| (c.id.clone(), c.kind.clone()))
                 .collect(),
-            exact: Set::build(exact, false),
-            folded: Set::build(folded, true),
-            names: Set::build(names, true),
+            exact: Set::build(exact, false, kind),
+            folded: Set::build(folded, true, kind),
+            names: Set::build(names, true, kind),
             longest,
         }
     }
@@ -98,6 +115,16 @@ impl Scanner {
     /// the longest form less one byte; 0 with nothing to look for.
     pub fn hold_back(&self) -> usize {
         self.longest.saturating_sub(1)
+    }
+
+    /// The bytes its automata take.
+    #[cfg(test)]
+    pub fn memory_usage(&self) -> usize {
+        [&self.exact, &self.folded, &self.names]
+            .iter()
+            .filter_map(|s| s.as_ref())
+            .map(|s| s.automaton.memory_usage())
+            .sum()
     }
 
     /// Whether there is nothing to look for (then no scan does any work).
