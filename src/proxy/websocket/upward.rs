@@ -34,7 +34,8 @@ pub struct Upward {
     /// The unmasked bytes of the current data message not yet scanned, after the last
     /// `hold` of those before (for a match across reads and frames).
     message: Vec<u8>,
-    /// The current control frame's unmasked payload (at most 125 bytes).
+    /// The current control frame's unmasked payload not yet scanned, after the last
+    /// `hold` of those before (RFC 6455 says at most 125 bytes; a client may lie).
     control: Vec<u8>,
     /// Whether a data message is open (a frame without FIN was read).
     in_message: bool,
@@ -92,13 +93,19 @@ impl Upward {
         std::mem::take(&mut self.held)
     }
 
-    /// Scan what the current message has added, keeping the last `hold` bytes.
+    /// Scan what the current message (and control frame) has added, keeping the last
+    /// `hold` bytes of each: what is kept is bounded, whatever lengths a client claims.
     fn scan_message(&mut self) -> Result<(), Hit> {
-        if let Some(hit) = self.scan(&self.message) {
-            return Err(hit);
+        for bytes in [&self.message, &self.control] {
+            if let Some(hit) = self.scan(bytes) {
+                return Err(hit);
+            }
         }
-        let cut = self.message.len().saturating_sub(self.hold);
-        self.message.drain(..cut);
+        let hold = self.hold;
+        for bytes in [&mut self.message, &mut self.control] {
+            let cut = bytes.len().saturating_sub(hold);
+            bytes.drain(..cut);
+        }
         Ok(())
     }
 
@@ -274,5 +281,22 @@ mod tests {
         let (a, b) = VALUE.split_at(10);
         let two = [frame(1, true, a), frame(1, true, b)].concat();
         assert!(!relay(&two, 3).1);
+    }
+
+    #[test]
+    fn what_is_kept_stays_bounded_whatever_length_a_frame_claims() {
+        let mut up = upward();
+        for opcode in [9, 2] {
+            // A frame claiming 2^40 bytes (a ping may not: a client may lie).
+            let mut header = vec![0x80 | opcode, 0x80 | 127];
+            header.extend_from_slice(&(1u64 << 40).to_be_bytes());
+            header.extend_from_slice(&[1, 2, 3, 4]);
+            up.feed(&header).unwrap();
+            for _ in 0..100 {
+                up.feed(&[b'z'; 1024]).unwrap();
+                let kept = up.message.len() + up.control.len() + up.held.len();
+                assert!(kept <= 3 * up.hold, "{kept}");
+            }
+        }
     }
 }
