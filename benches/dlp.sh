@@ -57,11 +57,16 @@ python3 "$TMP/sink.py" "$SINK_PORT" &
 PIDS+=($!)
 wait_port "$SINK_PORT"
 
-head -c $((SIZE_MIB << 20)) /dev/urandom | base64 -w 0 | head -c $((SIZE_MIB << 20)) >"$TMP/body"
-for i in $(seq 16); do
-    head -c 30 /dev/urandom | base64 | tr -d '+/=' | head -c 40
-    echo
-done >"$TMP/canaries.txt"
+# A body of base64 text (as a JSON upload would be), and 16 canaries of 40 characters.
+python3 - "$TMP" "$SIZE_MIB" <<'PY'
+import base64, os, sys
+tmp, mib = sys.argv[1], int(sys.argv[2])
+with open(f"{tmp}/body", "wb") as f:
+    f.write(base64.b64encode(os.urandom(mib * 786432))[: mib << 20])
+with open(f"{tmp}/canaries.txt", "w") as f:
+    for _ in range(16):
+        f.write(base64.b64encode(os.urandom(45)).decode().replace("+", "a").replace("/", "b")[:40] + "\n")
+PY
 
 start_proxy() { # name port [canaries]
     local dir="$TMP/$1"
