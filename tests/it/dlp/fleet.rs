@@ -50,7 +50,15 @@ async fn a_canary_made_on_a_trips_on_b_and_ends_the_session_on_a(kind: Kind, tes
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(status, 407, "the session lives on A");
-    assert_eq!(fleet.origin.hits(), 1, "the canary reached the origin");
+    // A may serve the session until it hears of the end (docs/scale-out.md), so count
+    // what carried the canary, not every request.
+    let carried = fleet
+        .origin
+        .requests()
+        .iter()
+        .filter(|r| r.header("x-key").is_some())
+        .count();
+    assert_eq!(carried, 0, "the canary reached the origin");
     let view = fleet.a.admin().call("GET", "/v1/sessions", None).await;
     assert!(!view.text().contains(&value));
     for proxy in [&fleet.a, fleet.b()] {
