@@ -9,11 +9,14 @@
 # SIZE_MIB of body through each in turn with curl (plain HTTP), ROUNDS times. Prints the
 # median upload speed of each and the ratio with canaries to without, from the same run
 # (docs/reference/dlp.md, "Bodies"). Knobs (environment): ROUNDS=5 SIZE_MIB=64
-# BASE_PORT=21400 PROXY_BIN (default: the release build). Needs python3 and curl.
+# BODY=base64 (random base64 text: the scan's worst case, every byte a candidate) or
+# json (an issue tracker's JSON, repeated), BASE_PORT=21400 PROXY_BIN (default: the
+# release build). Needs python3 and curl.
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-5}
 SIZE_MIB=${SIZE_MIB:-64}
+BODY=${BODY:-base64}
 BASE_PORT=${BASE_PORT:-21400}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PROXY_BIN=${PROXY_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/egress-proxy}
@@ -58,11 +61,16 @@ PIDS+=($!)
 wait_port "$SINK_PORT"
 
 # A body of base64 text (as a JSON upload would be), and 16 canaries of 40 characters.
-python3 - "$TMP" "$SIZE_MIB" <<'PY'
+python3 - "$TMP" "$SIZE_MIB" "$BODY" <<'PY'
 import base64, os, sys
-tmp, mib = sys.argv[1], int(sys.argv[2])
+tmp, mib, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+unit = (b'{"id": 12345, "title": "Fix the flaky test in the parser", "body": "When the '
+        b'input ends with a newline the parser returns an error.", "labels": ["bug"]}, ')
 with open(f"{tmp}/body", "wb") as f:
-    f.write(base64.b64encode(os.urandom(mib * 786432))[: mib << 20])
+    if kind == "json":
+        f.write((unit * ((mib << 20) // len(unit) + 1))[: mib << 20])
+    else:
+        f.write(base64.b64encode(os.urandom(mib * 786432))[: mib << 20])
 with open(f"{tmp}/canaries.txt", "w") as f:
     for _ in range(16):
         f.write(base64.b64encode(os.urandom(45)).decode().replace("+", "a").replace("/", "b")[:40] + "\n")
