@@ -40,7 +40,9 @@ use hyper::header::HeaderValue;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use crate::dlp::Scanner;
 use crate::metrics::Metrics;
+use crate::policy::OnTrip;
 pub use held::{Held, Leases};
 pub use memory::MemoryStore;
 pub use policy::{SessionPolicy, DEFAULT_ASK_SECS, MAX_ASK_SECS};
@@ -90,6 +92,11 @@ pub struct Session {
     /// Held while a shared store is asked whether the session still exists, so the
     /// requests that find the copy stale at once ask once, not each.
     verifying: tokio::sync::Mutex<()>,
+    /// Its own canaries, ready to look for: built once, when the session is made
+    /// (docs/reference/dlp.md). Beside the organization's, never instead.
+    pub canaries: Arc<Scanner>,
+    /// `"on_canary"`; `None` follows the organization's `on_trip`.
+    pub on_canary: Option<OnTrip>,
 }
 
 impl std::fmt::Debug for Session {
@@ -121,6 +128,8 @@ impl Session {
             pushed_at: AtomicU64::new(now),
             store_expiry: AtomicU64::new(0),
             verifying: tokio::sync::Mutex::new(()),
+            canaries: Arc::new(Scanner::compact(&new.canaries)),
+            on_canary: new.on_canary,
         }
     }
 
@@ -216,6 +225,26 @@ pub struct View {
     pub expires_at: String,
     /// Tunnels open on this proxy (with a shared store, on this replica).
     pub open_tunnels: usize,
+    /// Its canaries' ids and kinds, never their values (docs/reference/dlp.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub canaries: Vec<CanaryView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_canary: Option<&'static str>,
+}
+
+/// What is shown of a session's canary after the `201`: its id and kind.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CanaryView {
+    pub id: String,
+    pub kind: String,
+}
+
+/// As `"on_canary"` and `on_trip` spell it.
+pub fn on_trip_str(on_trip: OnTrip) -> &'static str {
+    match on_trip {
+        OnTrip::EndSession => "end-session",
+        OnTrip::Refuse => "refuse",
+    }
 }
 
 /// Why credentials were not accepted. The text goes to the client and the audit log, so

@@ -17,6 +17,8 @@ use crate::policy::{check_narrowing, RequestPolicy};
 use crate::session::{CreateError, NewSession, StoreError, DEFAULT_IDLE_SECS, MAX_IDLE_SECS};
 use crate::session::{DEFAULT_ASK_SECS, MAX_ASK_SECS};
 
+mod canaries;
+
 /// The longest label kept.
 const MAX_LABEL: usize = 256;
 
@@ -28,6 +30,8 @@ struct CreateBody {
     label: Option<String>,
     on_deny: Option<Value>,
     ask_timeout_seconds: Option<Value>,
+    canaries: Option<Value>,
+    on_canary: Option<Value>,
 }
 
 /// `POST /v1/sessions`.
@@ -58,6 +62,18 @@ pub async fn create(admin: &Admin, body: Value) -> Response<Body> {
     if body.label.as_ref().is_some_and(|l| l.len() > MAX_LABEL) {
         return bad(format!("label is longer than {MAX_LABEL} bytes"));
     }
+    let canaries = match canaries::parse(body.canaries.as_ref()) {
+        Ok(c) => c,
+        Err(message) => return bad(message),
+    };
+    let org_on_trip = admin.state.policies().org.canaries().on_trip;
+    let on_canary = match canaries::on_canary(body.on_canary.as_ref(), org_on_trip) {
+        Ok(on) => on,
+        Err(canaries::OnCanaryError::Relaxes) => return canaries::relaxes(),
+        Err(canaries::OnCanaryError::Bad) => {
+            return bad("on_canary must be \"end-session\" or \"refuse\"".into())
+        }
+    };
     let policy = match RequestPolicy::from_value(&policy_json, "network_policy") {
         Ok(p) => p,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_policy", &e.to_string()),
@@ -68,6 +84,8 @@ pub async fn create(admin: &Admin, body: Value) -> Response<Body> {
         label: body.label,
         idle_timeout: Duration::from_secs(idle),
         ask,
+        canaries: canaries.clone(),
+        on_canary,
     };
     let state = &admin.state;
     let admit = |p: &RequestPolicy| {
@@ -89,17 +107,19 @@ pub async fn create(admin: &Admin, body: Value) -> Response<Body> {
             )
         }
     };
-    tracing::info!(session = %view.id, label = ?view.label, "session created");
-    json_response(
-        StatusCode::CREATED,
-        json!({
-            "id": view.id,
-            "token": token,
-            "expires_at": view.expires_at,
-            "idle_timeout_seconds": view.idle_timeout_seconds,
-            "label": view.label,
-        }),
-    )
+    tracing::info!(session = %view.id, label = ?view.label, canaries = canaries.len(), "session created");
+    let mut body = json!({
+        "id": view.id,
+        "token": token,
+        "expires_at": view.expires_at,
+        "idle_timeout_seconds": view.idle_timeout_seconds,
+        "label": view.label,
+    });
+    if !canaries.is_empty() {
+        // The only place a session's canary values are ever shown.
+        body["canaries"] = canaries::shown(&canaries);
+    }
+    json_response(StatusCode::CREATED, body)
 }
 
 /// `GET /v1/sessions`: every live session, without tokens.

@@ -108,3 +108,32 @@ fn values_are_16_to_256_printable_bytes() {
     assert!(check_value(&[b'a'; 257]).is_err());
     assert!(check_value(b"sixteen bytes ok").is_err(), "a space");
 }
+
+#[test]
+fn a_sessions_four_canaries_take_a_compact_automaton_that_finds_the_same() {
+    let canaries: Vec<Canary> = (0..4)
+        .map(|i| {
+            let value = Kind::Generic.mint().unwrap().into_bytes();
+            Canary::new(&format!("c{i}"), "generic", value)
+        })
+        .collect();
+    let (fast, compact) = (Scanner::new(&canaries), Scanner::compact(&canaries));
+    // Measured: about 2 MB as DFAs, under 100 KB compact.
+    assert!(
+        compact.memory_usage() < 128 * 1024,
+        "{}",
+        compact.memory_usage()
+    );
+    assert!(compact.memory_usage() * 10 < fast.memory_usage());
+    let value = String::from_utf8(canaries[2].value().to_vec()).unwrap();
+    let hex = data_encoding::HEXUPPER.encode(value.as_bytes());
+    for s in [&fast, &compact] {
+        let found = s
+            .scan(format!("x={hex}").as_bytes(), FoundIn::Body)
+            .unwrap();
+        assert_eq!((&*found.id, found.encoding), ("c2", Encoding::Hex));
+        assert!(s
+            .scan_name(&format!("{}.test", &hex[..40]), FoundIn::Dns)
+            .is_none());
+    }
+}

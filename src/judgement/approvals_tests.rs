@@ -24,6 +24,8 @@ fn session(store: &MemoryStore) -> Arc<Session> {
             label: None,
             idle_timeout: Duration::from_secs(60),
             ask: Some(Duration::from_secs(30)),
+            canaries: Vec::new(),
+            on_canary: None,
         })
         .0
 }

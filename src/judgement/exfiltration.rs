@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use super::ask::{Ask, What};
+use super::policies::Policies;
 use super::refusal::Refusal;
 use super::state::State;
 use crate::audit::{new_request_id, Record};
@@ -27,6 +28,16 @@ pub(super) fn scan(ask: &Ask<'_>, scanner: &Scanner, inside: bool) -> Option<Hit
         _ => None,
     };
     in_name.or_else(|| ask.exposed.and_then(|e| e.scan(scanner)))
+}
+
+/// What a tripped canary does under `policies` for `session`: the organization's
+/// `on_trip`, unless the session's `"on_canary"` says `end-session` (a session may not
+/// relax the organization's `end-session`; that was refused when it was created).
+pub fn on_trip(policies: &Policies, session: Option<&Arc<Session>>) -> OnTrip {
+    match session.and_then(|s| s.on_canary) {
+        Some(OnTrip::EndSession) => OnTrip::EndSession,
+        _ => policies.org.canaries().on_trip,
+    }
 }
 
 /// The refusal of a tripped canary; the session it ran under, if any, ends unless the

@@ -50,7 +50,7 @@ pub async fn judge(
             Scope::Connection => credentials(&ask, state).await.ok().flatten(),
             Scope::Inside(tunnel) => tunnel.session.clone(),
         };
-        let on_trip = policies.org.canaries().on_trip;
+        let on_trip = exfiltration::on_trip(&policies, session.as_ref());
         return Err(exfiltration::tripped(state, on_trip, session, hit, &ask)
             .await
             .into());
@@ -59,6 +59,14 @@ pub async fn judge(
         Scope::Connection => credentials(&ask, state).await?,
         Scope::Inside(tunnel) => tunnel.session.clone(),
     };
+    if let Some(s) = &session {
+        // The session's own canaries, beside the organization's (docs/reference/dlp.md).
+        if let Some(hit) = exfiltration::scan(&ask, &s.canaries, inside) {
+            let on_trip = exfiltration::on_trip(&policies, Some(s));
+            let refusal = exfiltration::tripped(state, on_trip, session.clone(), hit, &ask);
+            return Err(refusal.await.into());
+        }
+    }
     let tag = |r: Refusal| r.in_session(&session);
     let header = narrowing(ask.narrowing, target).map_err(tag)?;
     let own = session.as_ref().map(|s| s.policy());

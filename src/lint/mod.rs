@@ -24,6 +24,7 @@ use serde::Serialize;
 use crate::policy::line_col;
 use crate::policy::OrgPolicy;
 
+mod canaries;
 mod credentials;
 mod entries;
 pub mod format;
@@ -39,6 +40,8 @@ pub use rules::{Rule, RuleId, RULES};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
+    /// Said, never failing a run (not even with `--deny-warnings`).
+    Info,
     Warning,
     Error,
 }
@@ -46,6 +49,7 @@ pub enum Severity {
 impl Severity {
     pub fn as_str(self) -> &'static str {
         match self {
+            Severity::Info => "info",
             Severity::Warning => "warning",
             Severity::Error => "error",
         }

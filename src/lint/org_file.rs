@@ -1,8 +1,8 @@
 //! Linting an organization policy (TOML): the compiler's problems, then the rules over
 //! the policy it compiled, as far as the file reads.
 
-use super::credentials;
 use super::entries::{self, ListCtx};
+use super::{canaries, credentials};
 use super::{problems, request_file, Finding, Sink};
 use crate::policy::{OrgPolicy, OrgSpans};
 
@@ -42,6 +42,7 @@ fn rules(sink: &mut Sink, org: &OrgPolicy, spans: &OrgSpans) {
     entries::domains(sink, allowed.0, allowed.1, &allowed_ctx);
     entries::conflicts(sink, allowed, "allowed_domains", denied, ports);
     credentials::plain_http(sink, org, allowed.1);
+    canaries::blind(sink, org, allowed.1);
     entries::cidrs(
         sink,
         org.allowed_cidrs(),

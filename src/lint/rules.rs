@@ -6,7 +6,7 @@ use std::fmt;
 use serde::{Serialize, Serializer};
 
 use super::Severity;
-use Severity::{Error, Warning};
+use Severity::{Error, Info, Warning};
 
 #[derive(Clone, Copy, Debug)]
 pub struct Rule {
@@ -34,11 +34,12 @@ pub enum RuleId {
     NotNormalized,
     MixedScript,
     CredentialPlainHttp,
+    CanariesBlind,
 }
 
 impl RuleId {
     /// Every rule, in the order of [`RULES`].
-    pub const ALL: [RuleId; 13] = [
+    pub const ALL: [RuleId; 14] = [
         RuleId::ParseError,
         RuleId::UnknownKey,
         RuleId::InvalidPattern,
@@ -52,6 +53,7 @@ impl RuleId {
         RuleId::NotNormalized,
         RuleId::MixedScript,
         RuleId::CredentialPlainHttp,
+        RuleId::CanariesBlind,
     ];
 
     /// The id as CI configurations and SARIF consumers see it.
@@ -70,6 +72,7 @@ impl RuleId {
             RuleId::NotNormalized => "not-normalized",
             RuleId::MixedScript => "mixed-script",
             RuleId::CredentialPlainHttp => "credential-plain-http",
+            RuleId::CanariesBlind => "canaries-blind",
         }
     }
 
@@ -170,6 +173,12 @@ pub const RULES: [Rule; RuleId::ALL.len()] = [
         severity: Warning,
         short: "A credential's host allowed on a port that carries plain HTTP",
         full: "A `[[credentials]]` header is set only on requests forwarded over TLS, so it never crosses the network in cleartext. Its host is allowed here on a port other than 443, where the proxy forwards plain-HTTP requests (an absolute `http://` URL, or HTTP bytes to the transparent listener) as plain HTTP: those requests go without the credential. Allow the host on port 443 only, or accept that plain HTTP to it is unauthenticated.",
+    },
+    Rule {
+        id: RuleId::CanariesBlind,
+        severity: Info,
+        short: "Canaries set, and a host allowed without inspection",
+        full: "The organization sets canaries (`[canaries]`), and allows a host whose tunnels are not inspected: the bytes inside such a TLS tunnel cannot be read, so a canary sent through it is not seen (only its target name, server name and first bytes are read). Inspect the hosts a secret could leave through (`inspect = true`), or accept that those doors are blind.",
     },
 ];
 

@@ -49,11 +49,13 @@ pub(crate) fn admit_head(
 type Draw = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// What a request sent upstream, shared by its body and its record (one allocation per
-/// request): the bytes granted, and whether the upload budget cut the body.
+/// request): the bytes granted, whether the upload budget cut the body, and the canary
+/// its body carried, if one did ([`super::scanned`]).
 #[derive(Debug, Default)]
 pub struct Sent {
     pub bytes: AtomicU64,
     pub cut: AtomicBool,
+    pub dlp: std::sync::OnceLock<crate::dlp::Hit>,
 }
 
 /// A request body that draws its bytes from an [`Allowance`]: a data frame that does

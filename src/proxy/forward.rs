@@ -4,19 +4,19 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use bytes::Bytes;
 use futures_util::future::Either;
 use http_body_util::BodyExt;
-use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode, Uri};
 
 use super::budgeted::{admit_head, Budgeted, Sent};
 use super::head;
+use super::metered::Metered;
 use super::pool::{Lease, SendError, Upstream, Via};
+use super::scanned::{self, Scanned};
 use super::{answer, Body, BoxError};
 use crate::judgement::approved::Approved;
 use crate::judgement::budget;
@@ -99,11 +99,18 @@ pub(super) fn prepare(
     count_approved(&state, &client, &approved);
     let sent = Arc::new(Sent {
         bytes: AtomicU64::new(head_up),
-        cut: AtomicBool::new(false),
+        ..Sent::default()
     });
-    // Body bytes are drawn from the upload budget as they go; a body that does not fit
-    // is cut, and the upstream request with it.
-    let body = Budgeted::new(body, approved.budget.clone(), sent.clone()).boxed();
+    // Body bytes are scanned for canaries, then drawn from the upload budget as they
+    // go; a body that carries one, or does not fit, is cut, and the upstream request.
+    let scanners = scanned::scanners(&approved);
+    let body = match scanners.is_empty() {
+        true => Budgeted::new(body, approved.budget.clone(), sent.clone()).boxed(),
+        false => {
+            let body = Scanned::new(body, scanners, sent.clone());
+            Budgeted::new(body, approved.budget.clone(), sent.clone()).boxed()
+        }
+    };
     // From here the request may reach upstream: its allowed record is written however
     // the exchange ends (the client gone before the answer included), exactly once.
     let record = AllowedRecord {
@@ -114,6 +121,7 @@ pub(super) fn prepare(
         sent,
         dialed: None,
         armed: true,
+        trip_ended: false,
     };
     let req = Request::from_parts(parts, body);
     Ok(Ready {
@@ -151,7 +159,11 @@ fn exchange(
         let sent = upstream.send(addrs, upstream_req, tls, via, resend).await;
         let (resp, lease) = match outcome(&mut record, sent, &route) {
             Ok(sent) => sent,
-            Err(stopped) => return *stopped,
+            Err(stopped) => {
+                // A canary's trip ends its session before the client hears of it.
+                record.end_session().await;
+                return *stopped;
+            }
         };
         let dialed = dialed(&route, &record.approved, &lease);
         answered(record, resp, dialed, Some((lease, upstream.clone())))
@@ -197,6 +209,10 @@ pub(super) fn outcome(
 ) -> Result<(Response<Incoming>, Lease), Box<Response<Body>>> {
     let to_parent = route.is_some() && record.approved.upstream_tls.is_none();
     let request_id = &record.client.request_id;
+    if let (Err(_), Some(refusal)) = (&sent, record.tripped()) {
+        // Its body carried a canary: abandoned before the answer started.
+        return Err(Box::new(answer::refuse(&refusal, request_id)));
+    }
     let e = match sent {
         Ok((resp, _))
             if to_parent && resp.status() == StatusCode::PROXY_AUTHENTICATION_REQUIRED =>
@@ -340,6 +356,8 @@ pub(super) struct AllowedRecord {
     /// The address the request went to, once known.
     pub(super) dialed: Option<std::net::SocketAddr>,
     pub(super) armed: bool,
+    /// Whether a canary's trip has ended the session already.
+    pub(super) trip_ended: bool,
 }
 
 impl AllowedRecord {
@@ -354,7 +372,7 @@ impl AllowedRecord {
         refusal
     }
 
-    fn write(&mut self, down: u64) {
+    pub(super) fn write(&mut self, down: u64) {
         if !std::mem::take(&mut self.armed) {
             return;
         }
@@ -366,6 +384,12 @@ impl AllowedRecord {
         metrics.bytes_up.inc_by(up);
         metrics.bytes_down.inc_by(down);
         let (state, client, approved) = (&self.state, &self.client, &self.approved);
+        if let Some(refusal) = self.tripped() {
+            // One record, never the URL (docs/reference/dlp.md); the session ends.
+            audit_cut(state, client, &refusal, None, (up, down));
+            self.end_session_detached(refusal);
+            return;
+        }
         if approved.budget.budget().is_some() && self.sent.cut.load(Ordering::Relaxed) {
             let refusal = self.cut_refusal();
             let url = self.uri.take().map(|uri| record_url(&uri, approved));
@@ -384,61 +408,5 @@ impl AllowedRecord {
 impl Drop for AllowedRecord {
     fn drop(&mut self) {
         self.write(0);
-    }
-}
-
-/// A response body that counts the bytes it carries and writes the allowed record once,
-/// when it ends or is dropped (the client went away). Its upstream connection goes back
-/// to the pool only if the body was read to its end.
-struct Metered {
-    inner: Incoming,
-    down: u64,
-    record: Option<AllowedRecord>,
-    ended: bool,
-    lease: Option<(Lease, Arc<Upstream>)>,
-}
-
-impl HttpBody for Metered {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(data) = frame.data_ref() {
-                    self.down += data.len() as u64;
-                }
-            }
-            Poll::Ready(None) => self.ended = true,
-            _ => {}
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Drop for Metered {
-    fn drop(&mut self) {
-        if let Some(mut record) = self.record.take() {
-            record.write(self.down);
-        }
-        if let Some((lease, pool)) = self.lease.take() {
-            // hyper stops polling a body of known length after its last byte, so the end
-            // is also when nothing is left to read.
-            if self.ended || self.inner.is_end_stream() {
-                pool.put_back(lease);
-            }
-        }
     }
 }

@@ -140,7 +140,7 @@ fn texts(refusal: &Refusal, dest: &str) -> (String, String) {
             "Requests are judged again once the session store answers.".to_string(),
         ),
         Reason::ExfiltrationDetected | Reason::SecretDetected => (
-            format!("A secret was found in this request to {dest}, so nothing of it was sent"),
+            format!("A secret was found in this request to {dest}, so it was stopped before the secret was sent"),
             "The attempt is logged for the operator; a request that needs no secret is judged as usual.".to_string(),
         ),
     }

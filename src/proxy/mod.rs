@@ -31,9 +31,11 @@ pub(crate) mod h2_limits;
 pub mod head;
 pub(crate) mod intercept;
 pub(crate) mod message;
+mod metered;
 pub mod pool;
 pub mod preflight;
 pub(crate) mod request;
+pub(crate) mod scanned;
 pub(crate) mod sender;
 pub(crate) mod websocket;
 

@@ -13,7 +13,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONNECTION, UPGRADE};
@@ -27,7 +27,9 @@ use super::forward::{
 };
 use super::head::strip_hop_by_hop;
 use super::pool::Upstream;
+use super::scanned::{self, Tripped};
 use super::{answer, Body};
+use crate::dlp::Hit;
 use crate::judgement::approved::Approved;
 use crate::judgement::budget::{self, Allowance};
 use crate::judgement::record::{audit_cut, audit_websocket, Client};
@@ -35,6 +37,9 @@ use crate::judgement::State;
 use crate::tunnel::idle::Activity;
 
 mod extended;
+mod upward;
+
+use upward::Upward;
 
 pub(crate) use extended::as_handshake;
 
@@ -134,7 +139,7 @@ impl Open {
     /// Relay once both sides are handed over, until either closes, the upload budget is
     /// spent, or nothing moves for `--tunnel-idle-timeout`; then the closing record.
     async fn relay(self, from_client: OnUpgrade, from_upstream: OnUpgrade) {
-        let Open { record, url } = self;
+        let Open { mut record, url } = self;
         let (up, down) = (&record.sent.bytes, AtomicU64::new(0));
         let (state, client, approved) = (&record.state, &record.client, &record.approved);
         let relayed = match tokio::join!(from_client, from_upstream) {
@@ -142,8 +147,12 @@ impl Open {
                 let activity = Activity::of(approved.session.clone());
                 let idle = state.limits.tunnel_idle_timeout;
                 let io = (TokioIo::new(from), TokioIo::new(to));
+                let scanners = scanned::scanners(approved);
+                let scan =
+                    (!scanners.is_empty()).then(|| (Upward::new(scanners), &record.sent.dlp));
+                let meters = (&approved.budget, up, &down, &activity);
                 tokio::select! {
-                    relayed = both_ways(io, &approved.budget, (up, &down), &activity) => relayed,
+                    relayed = both_ways(io, meters, scan) => relayed,
                     () = activity.idle_for(idle) => Ok(()),
                 }
             }
@@ -156,6 +165,13 @@ impl Open {
         let metrics = &state.metrics;
         metrics.bytes_up.inc_by(bytes.0);
         metrics.bytes_down.inc_by(bytes.1);
+        if let Some(refusal) = record.tripped() {
+            // A message carried a canary: the connection was closed before its last
+            // byte went; one record, the session ended (docs/reference/dlp.md).
+            audit_cut(state, client, &refusal, None, bytes);
+            record.end_session().await;
+            return;
+        }
         match relayed {
             Err(e) if budget::is_spent(&e) => {
                 let limit = approved.budget.budget().expect("only a budget is spent");
@@ -185,15 +201,18 @@ impl Open {
     }
 }
 
+/// What the relay counts against: the upload budget, the bytes each way, the traffic.
+type Meters<'a> = (&'a Allowance, &'a AtomicU64, &'a AtomicU64, &'a Activity);
+
 /// Copy both ways until both ends have closed or either fails: bytes from the client
-/// are drawn from `allowance` before they are sent, and once it is spent exactly the
-/// bytes that fit have gone upstream, upstream's side is shut down, and the copy ends
-/// with [`budget::Spent`].
+/// are scanned for canaries (`scan`, with where its hit goes) and drawn from the
+/// allowance before they are sent. Once the budget is spent exactly the bytes that fit
+/// have gone upstream, upstream's side is shut down, and the copy ends with
+/// [`budget::Spent`]; a canary ends it at once with [`Tripped`], both sides dropped.
 async fn both_ways<C, U>(
     (client, upstream): (C, U),
-    allowance: &Allowance,
-    (up, down): (&AtomicU64, &AtomicU64),
-    activity: &Activity,
+    (allowance, up, down, activity): Meters<'_>,
+    mut scan: Option<(Upward, &OnceLock<Hit>)>,
 ) -> io::Result<()>
 where
     C: AsyncRead + AsyncWrite + Unpin,
@@ -205,18 +224,41 @@ where
         let mut buf = vec![0u8; CHUNK];
         loop {
             let n = client_read.read(&mut buf).await?;
-            if n == 0 {
-                return upstream_write.shutdown().await;
+            let scanned;
+            let out = match &mut scan {
+                None => &buf[..n],
+                Some((scan, _)) if n == 0 => {
+                    scanned = scan.finish();
+                    &scanned[..]
+                }
+                Some((scan, hit_in)) => match scan.feed(&buf[..n]) {
+                    Ok(out) => {
+                        scanned = out;
+                        &scanned[..]
+                    }
+                    Err(hit) => {
+                        let _ = hit_in.set(hit);
+                        return Err(io::Error::other(Tripped));
+                    }
+                },
+            };
+            if n > 0 {
+                activity.relayed();
             }
-            activity.relayed();
             // A fleet-wide budget draws from the store when this replica holds too
             // little (docs/scale-out.md, "One upload budget").
-            let granted = allowance.grant_filled(n).await;
+            let granted = match out.len() {
+                0 => 0,
+                len => allowance.grant_filled(len).await,
+            };
             up.fetch_add(granted as u64, Ordering::Relaxed);
-            upstream_write.write_all(&buf[..granted]).await?;
-            if granted < n {
+            upstream_write.write_all(&out[..granted]).await?;
+            if granted < out.len() {
                 upstream_write.shutdown().await?;
                 return Err(budget::spent());
+            }
+            if n == 0 {
+                return upstream_write.shutdown().await;
             }
         }
     };

@@ -165,6 +165,15 @@ pub(super) fn view(s: &Session) -> View {
         last_activity: crate::audit::rfc3339(wall(last)),
         expires_at: crate::audit::rfc3339(wall(last) + s.idle_timeout),
         open_tunnels: s.open_tunnels(),
+        canaries: s
+            .canaries
+            .ids()
+            .map(|(id, kind)| super::CanaryView {
+                id: id.into(),
+                kind: kind.into(),
+            })
+            .collect(),
+        on_canary: s.on_canary.map(super::on_trip_str),
     }
 }
 

@@ -27,6 +27,8 @@ fn add(store: &MemoryStore, idle: Duration) -> (Arc<Session>, String) {
         label: None,
         idle_timeout: idle,
         ask: None,
+        canaries: Vec::new(),
+        on_canary: None,
     });
     store.insert(&mut store.lock(), s.clone());
     (s, token)

@@ -1,12 +1,14 @@
 //! How a session is kept in Redis (docs/scale-out.md, "What Redis holds"): one hash per
 //! session under `egress-proxy:session:ID`, whose key TTL is the session's idle time
-//! left. The token is not in it, only its SHA-256.
+//! left. The token is not in it, only its SHA-256. A session's canaries are, values and
+//! all: every replica must look for them, so they cannot be hashed.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{hex, NewSession, Session, SessionPolicy, TokenHash};
-use crate::policy::RequestPolicy;
+use crate::dlp::{check_value, Canary};
+use crate::policy::{OnTrip, RequestPolicy};
 
 /// The prefix of every session key.
 pub const KEY_PREFIX: &str = "egress-proxy:session:";
@@ -50,6 +52,20 @@ pub fn fields(
     if let Some(ask) = new.ask {
         fields.push(("ask_timeout_seconds", ask.as_secs().to_string()));
     }
+    if !new.canaries.is_empty() {
+        let canaries: Vec<serde_json::Value> = new
+            .canaries
+            .iter()
+            .map(|c| {
+                let value = String::from_utf8_lossy(c.value());
+                serde_json::json!({"id": &*c.id, "kind": &*c.kind, "value": value})
+            })
+            .collect();
+        fields.push(("canaries", serde_json::Value::from(canaries).to_string()));
+    }
+    if let Some(on) = new.on_canary {
+        fields.push(("on_canary", super::on_trip_str(on).to_string()));
+    }
     fields
 }
 
@@ -75,14 +91,39 @@ fn parse_fields(fields: &HashMap<String, String>) -> Option<(TokenHash, NewSessi
         Some(secs) => Some(Duration::from_secs(secs.parse().ok()?)),
         None => None,
     };
+    let canaries = match fields.get("canaries") {
+        Some(text) => canaries(text)?,
+        None => Vec::new(),
+    };
+    let on_canary = match fields.get("on_canary").map(String::as_str) {
+        None => None,
+        Some("end-session") => Some(OnTrip::EndSession),
+        Some("refuse") => Some(OnTrip::Refuse),
+        Some(_) => return None,
+    };
     let new = NewSession {
         policy,
         policy_json,
         label: fields.get("label").cloned(),
         idle_timeout: Duration::from_secs(idle),
         ask,
+        canaries,
+        on_canary,
     };
     Some((hash, new, UNIX_EPOCH + Duration::from_millis(created_ms)))
+}
+
+/// A session's canaries read back from their field.
+fn canaries(text: &str) -> Option<Vec<Canary>> {
+    let list: Vec<serde_json::Value> = serde_json::from_str(text).ok()?;
+    list.iter()
+        .map(|c| {
+            let field = |name: &str| c.get(name)?.as_str();
+            let value = field("value")?.as_bytes().to_vec();
+            check_value(&value).ok()?;
+            Some(Canary::new(field("id")?, field("kind")?, value))
+        })
+        .collect()
 }
 
 fn unhex(text: &str) -> Option<TokenHash> {
@@ -153,6 +194,12 @@ mod tests {
             label: Some("l".into()),
             idle_timeout: Duration::from_secs(7),
             ask: Some(Duration::from_secs(9)),
+            canaries: vec![Canary::new(
+                "c1",
+                "generic",
+                b"a-canary-of-the-session".to_vec(),
+            )],
+            on_canary: Some(OnTrip::Refuse),
         };
         let fields: HashMap<String, String> = fields(&new, &hash, SystemTime::now())
             .into_iter()
@@ -165,6 +212,11 @@ mod tests {
         assert_eq!(back.idle_timeout, Duration::from_secs(7));
         assert_eq!(back.label.as_deref(), Some("l"));
         assert_eq!(back.ask, Some(Duration::from_secs(9)));
+        assert_eq!(back.on_canary, Some(OnTrip::Refuse));
+        let found = back
+            .canaries
+            .scan(b"x=a-canary-of-the-session", crate::dlp::FoundIn::Url);
+        assert_eq!(found.map(|h| h.id.to_string()), Some("c1".into()));
     }
 
     #[test]

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{AuthError, Session, SessionPolicy, View};
-use crate::policy::{RequestPolicy, Widening};
+use crate::dlp::Canary;
+use crate::policy::{OnTrip, RequestPolicy, Widening};
 
 /// A boxed future that can move between tasks.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -23,6 +24,10 @@ pub struct NewSession {
     pub idle_timeout: Duration,
     /// `"on_deny": "ask"` with its timeout (docs/reference/approvals.md).
     pub ask: Option<Duration>,
+    /// Its own canaries (`"canaries"`, docs/reference/dlp.md), ids `c1`, `c2`, ...
+    pub canaries: Vec<Canary>,
+    /// `"on_canary"`: what a tripped canary does; `None` follows the organization.
+    pub on_canary: Option<OnTrip>,
 }
 
 /// The store could not be reached or did not answer in time.

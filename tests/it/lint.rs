@@ -70,6 +70,7 @@ fn every_rule_fires_on_its_fixture_with_position_and_exit_code() {
         ("not-normalized.toml",          "not-normalized",         "warning", 2, 20),
         ("mixed-script.toml",            "mixed-script",           "warning", 2, 35),
         ("credential-plain-http.toml",   "credential-plain-http",  "warning", 2, 29),
+        ("canaries-blind.toml",          "canaries-blind",         "info",    2, 20),
     ];
     for (file, rule, severity, line, column) in cases {
         let path = format!("{BAD}/{file}");
@@ -89,6 +90,16 @@ fn every_rule_fires_on_its_fixture_with_position_and_exit_code() {
         let want = if *severity == "error" { 1 } else { 0 };
         assert_eq!(out.code, want, "{file}: exit code");
     }
+}
+
+#[test]
+fn an_info_finding_never_fails_a_run_even_with_deny_warnings() {
+    let path = format!("{BAD}/canaries-blind.toml");
+    let out = egress(&["lint", "--deny-warnings", &path]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("canaries-blind"), "{}", out.stdout);
+    let sarif = egress(&["lint", "--format", "sarif", &path]).json();
+    assert_eq!(sarif["runs"][0]["results"][0]["level"], "note", "{sarif}");
 }
 
 #[test]
@@ -282,7 +293,7 @@ pub fn assert_sarif_structure(doc: &Value) {
             rules[result["ruleIndex"].as_u64().unwrap() as usize]["id"],
             id
         );
-        assert!(["warning", "error"].contains(&result["level"].as_str().unwrap()));
+        assert!(["note", "warning", "error"].contains(&result["level"].as_str().unwrap()));
         assert!(result["message"]["text"].is_string());
         let loc = &result["locations"][0]["physicalLocation"];
         assert!(loc["artifactLocation"]["uri"].is_string());
@@ -314,6 +325,7 @@ fn sarif_has_the_required_structure() {
         "not-normalized",
         "mixed-script",
         "credential-plain-http",
+        "canaries-blind",
     ] {
         assert!(rules.iter().any(|r| r["id"] == id), "{id}");
     }

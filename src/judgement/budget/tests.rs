@@ -131,6 +131,8 @@ fn test_session(idle: Duration) -> Arc<Session> {
         label: None,
         idle_timeout: idle,
         ask: None,
+        canaries: Vec::new(),
+        on_canary: None,
     };
     store.create(new).0
 }

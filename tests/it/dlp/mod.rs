@@ -5,7 +5,13 @@
 //! reaches the origin (or the upstream DNS server); the same request without it does.
 //! No record, answer or log line holds the value.
 
+mod body;
 mod canaries;
+mod fleet;
+mod inspected;
+mod session;
+mod sink;
+mod websocket;
 
 use std::path::PathBuf;
 
