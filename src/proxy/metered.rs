@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 
-use super::forward::AllowedRecord;
+use super::allowed::AllowedRecord;
 use super::pool::{Lease, Upstream};
 
 /// A response body that counts the bytes it carries and writes the allowed record once,

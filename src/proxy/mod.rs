@@ -22,6 +22,7 @@
 //!   the CA, each request inside (HTTP/1.1, or each stream of h2) judged and forwarded
 //!   like any other; `h2_limits` bounds what an h2 client may make the proxy hold.
 
+pub(crate) mod allowed;
 pub mod answer;
 pub mod budgeted;
 pub(crate) mod conn;

@@ -14,8 +14,8 @@ use std::task::{Context, Poll};
 use bytes::{Bytes, BytesMut};
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 
+use super::allowed::AllowedRecord;
 use super::budgeted::Sent;
-use super::forward::AllowedRecord;
 use super::BoxError;
 use crate::dlp::{FoundIn, Hit, Scanner};
 use crate::judgement::approved::Approved;

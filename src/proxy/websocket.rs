@@ -22,9 +22,8 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::forward::{
-    answered, dialed, hop, outcome, parent_route, prepare, record_url, AllowedRecord, Ready,
-};
+use super::allowed::{record_url, AllowedRecord};
+use super::forward::{answered, dialed, hop, outcome, parent_route, prepare, Ready};
 use super::head::strip_hop_by_hop;
 use super::pool::Upstream;
 use super::scanned::{self, Tripped};
