@@ -215,7 +215,21 @@ impl Lab {
     /// `egress-proxy probe ARGS` inside the lab, with the proxy variables naming the
     /// lab's proxy, `$HOME` the lab's, and fresh `/tmp` and `/run`.
     pub fn probe(&self, args: &[&str]) -> Probed {
-        let script = "mount -t tmpfs lab /tmp && mount -t tmpfs lab /run && mount --bind \"$LAB_RESOLV\" /etc/resolv.conf && exec \"$@\"";
+        // The lab's directory and the binary may lie under /tmp (a checkout there): they
+        // are kept in the fresh /run first and bound back once /tmp is fresh.
+        let script = r#"set -e
+mount -t tmpfs lab /run
+mkdir /run/keep
+mount --bind "$LAB_DIR" /run/keep
+touch /run/keep-bin
+mount --bind "$1" /run/keep-bin
+mount --bind "$LAB_RESOLV" /etc/resolv.conf
+mount -t tmpfs lab /tmp
+mkdir -p "$LAB_DIR" "$(dirname "$1")"
+mount --bind /run/keep "$LAB_DIR"
+[ -e "$1" ] || touch "$1"
+mount --bind /run/keep-bin "$1"
+exec "$@""#;
         let mut cmd = Command::new("ip");
         cmd.args([
             "netns",
@@ -243,7 +257,8 @@ impl Lab {
         let proxy = format!("http://{PROXY_USERINFO}@{PROXY}");
         cmd.env("HTTP_PROXY", &proxy).env("HTTPS_PROXY", &proxy);
         cmd.env("HOME", self.dir.join("home"))
-            .env("LAB_RESOLV", self.dir.join("resolv.conf"));
+            .env("LAB_RESOLV", self.dir.join("resolv.conf"))
+            .env("LAB_DIR", &self.dir);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
