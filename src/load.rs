@@ -41,7 +41,7 @@ pub enum LoadError {
 }
 
 /// Read a policy file (or the admin token file) as text.
-pub fn read(path: &Path) -> Result<String, LoadError> {
+pub(crate) fn read(path: &Path) -> Result<String, LoadError> {
     std::fs::read_to_string(path).map_err(|source| LoadError::Read {
         path: path.display().to_string(),
         source,
@@ -51,12 +51,12 @@ pub fn read(path: &Path) -> Result<String, LoadError> {
 /// Load the organization file and `--policy`. The widening state is kept in
 /// [`Policies::widening`]: a reload keeps serving with it (refusing every request), while
 /// a start refuses it with [`load_strict`].
-pub fn load(org_path: &Path, policy_path: Option<&Path>) -> Result<Policies, LoadError> {
+pub(crate) fn load(org_path: &Path, policy_path: Option<&Path>) -> Result<Policies, LoadError> {
     load_with(org_path, policy_path, &[])
 }
 
 /// [`load`], with canaries besides the organization's (`run --canary`'s).
-pub fn load_with(
+pub(crate) fn load_with(
     org_path: &Path,
     policy_path: Option<&Path>,
     extra: &[Canary],
@@ -108,12 +108,15 @@ fn canaries(org: &OrgPolicy, org_path: &Path) -> Result<Vec<Canary>, LoadError> 
 }
 
 /// [`load`], refusing a `--policy` that widens the organization policy (a bad start).
-pub fn load_strict(org_path: &Path, policy_path: Option<&Path>) -> Result<Policies, LoadError> {
+pub(crate) fn load_strict(
+    org_path: &Path,
+    policy_path: Option<&Path>,
+) -> Result<Policies, LoadError> {
     load_strict_with(org_path, policy_path, &[])
 }
 
 /// [`load_strict`], with canaries besides the organization's.
-pub fn load_strict_with(
+pub(crate) fn load_strict_with(
     org_path: &Path,
     policy_path: Option<&Path>,
     extra: &[Canary],
@@ -130,7 +133,7 @@ pub fn load_strict_with(
 }
 
 /// `--resolve HOST=IP` values as a map from the normalised name to its addresses.
-pub fn pins(values: &[String]) -> Result<HashMap<String, Vec<IpAddr>>, LoadError> {
+pub(crate) fn pins(values: &[String]) -> Result<HashMap<String, Vec<IpAddr>>, LoadError> {
     let mut pins: HashMap<String, Vec<IpAddr>> = HashMap::new();
     for value in values {
         let pin_error = |message: String| LoadError::Pin {

@@ -58,7 +58,7 @@ impl Decisions {
 
 /// What a judged request or connection came to, for counting.
 #[derive(Clone, Copy, Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Allowed,
     Failed,
     Denied(Reason),
@@ -66,7 +66,7 @@ pub enum Outcome {
 }
 
 /// Every metric of the proxy. Shared through the server's `State`.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     requests: Decisions,
     connections: Decisions,
@@ -105,13 +105,13 @@ impl Default for Metrics {
 impl Metrics {
     /// Count a connection closed at accept by `--max-pending-per-client` on `listener`
     /// (`proxy`, `transparent` or `socks5`).
-    pub fn pending_refused(&self, listener: &'static str) {
+    pub(crate) fn pending_refused(&self, listener: &'static str) {
         self.pending_refused
             .get_or_create(&[("listener", listener)])
             .inc();
     }
 
-    pub fn new() -> Metrics {
+    pub(crate) fn new() -> Metrics {
         let mut registry = Registry::default();
         let requests = Family::<Labels, Counter>::default();
         let connections = Family::<Labels, Counter>::default();
@@ -255,17 +255,17 @@ impl Metrics {
     }
 
     /// Count one plain HTTP request.
-    pub fn request(&self, outcome: Outcome) {
+    pub(crate) fn request(&self, outcome: Outcome) {
         Self::count(&self.requests, outcome);
     }
 
     /// Count one `CONNECT` or connection-level refusal.
-    pub fn connection(&self, outcome: Outcome) {
+    pub(crate) fn connection(&self, outcome: Outcome) {
         Self::count(&self.connections, outcome);
     }
 
     /// Count one message to the DNS listener.
-    pub fn dns_query(&self, outcome: Outcome) {
+    pub(crate) fn dns_query(&self, outcome: Outcome) {
         Self::count(&self.dns_queries, outcome);
     }
 
@@ -278,13 +278,13 @@ impl Metrics {
         };
     }
 
-    pub fn observe_first_byte(&self, elapsed: Duration) {
+    pub(crate) fn observe_first_byte(&self, elapsed: Duration) {
         self.first_byte.observe(elapsed.as_secs_f64());
     }
 
     /// The Prometheus text exposition (format 0.0.4). `audit_lines` and `audit_lost` are
     /// the audit writer's running totals, `audit_failing` its state.
-    pub fn encode(&self, audit_lines: u64, audit_lost: u64, audit_failing: bool) -> String {
+    pub(crate) fn encode(&self, audit_lines: u64, audit_lost: u64, audit_failing: bool) -> String {
         {
             let _one = self.audit_sync.lock().unwrap_or_else(|p| p.into_inner());
             for (counter, total) in [

@@ -33,7 +33,7 @@ struct Credential {
 
 /// Every credential of the organization policy in force.
 #[derive(Default)]
-pub struct Credentials {
+pub(crate) struct Credentials {
     list: Vec<Credential>,
 }
 
@@ -53,7 +53,7 @@ impl std::fmt::Debug for Credentials {
 impl Credentials {
     /// Read the value file of each of `org`'s credentials; a relative path is taken from
     /// the directory of the organization file (`org_path`).
-    pub fn read(org: &OrgPolicy, org_path: &Path) -> Result<Credentials, CredentialError> {
+    pub(crate) fn read(org: &OrgPolicy, org_path: &Path) -> Result<Credentials, CredentialError> {
         let base = org_path.parent().unwrap_or(Path::new("."));
         let mut list = Vec::with_capacity(org.credentials().len());
         for rule in org.credentials() {
@@ -80,7 +80,7 @@ impl Credentials {
     /// carry the value in cleartext, so it gets none: only the client's own header of
     /// each credential's name is removed, as it is over TLS (docs/reference/inspection.md,
     /// "Credentials").
-    pub fn apply(&self, host: &Host, headers: &mut HeaderMap, tls: bool) {
+    pub(crate) fn apply(&self, host: &Host, headers: &mut HeaderMap, tls: bool) {
         let Host::Name(name) = host else {
             return;
         };

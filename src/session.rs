@@ -16,20 +16,20 @@
 //! shares what bounds a session across replicas ([`held::Leases`]): its upload budget,
 //! taken in leases by the arithmetic of [`lease`], and its open tunnels.
 
-pub mod held;
+pub(crate) mod held;
 // The model the Lua scripts of `redis_budget` follow; its tests drive it.
 #[cfg_attr(not(test), allow(dead_code))]
-pub mod lease;
-pub mod memory;
+pub(crate) mod lease;
+pub(crate) mod memory;
 mod policy;
 mod redis_admin;
 mod redis_budget;
 mod redis_holdings;
 mod redis_record;
-pub mod redis_store;
+pub(crate) mod redis_store;
 mod redis_sync;
 mod redis_tunnels;
-pub mod store;
+pub(crate) mod store;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -43,29 +43,29 @@ use tokio::sync::watch;
 use crate::dlp::Scanner;
 use crate::metrics::Metrics;
 use crate::policy::OnTrip;
-pub use held::{Held, Leases};
-pub use memory::MemoryStore;
-pub use policy::{SessionPolicy, DEFAULT_ASK_SECS, MAX_ASK_SECS};
-pub use store::{BoxFuture, CreateError, NewSession, Store, StoreError};
+pub(crate) use held::{Held, Leases};
+pub(crate) use memory::MemoryStore;
+pub(crate) use policy::{SessionPolicy, DEFAULT_ASK_SECS, MAX_ASK_SECS};
+pub(crate) use store::{BoxFuture, CreateError, NewSession, Store, StoreError};
 
 /// Default idle timeout, like the hosted containers' 20 minutes.
-pub const DEFAULT_IDLE_SECS: u64 = 1200;
+pub(crate) const DEFAULT_IDLE_SECS: u64 = 1200;
 /// The longest idle timeout a session may ask for (a day).
-pub const MAX_IDLE_SECS: u64 = 86_400;
+pub(crate) const MAX_IDLE_SECS: u64 = 86_400;
 
 /// Why a session ended (for the log and the metrics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ended {
+pub(crate) enum Ended {
     Deleted,
     Expired,
     Revoked,
 }
 
 /// The SHA-256 of a token: what is kept of it.
-pub type TokenHash = [u8; 32];
+pub(crate) type TokenHash = [u8; 32];
 
 /// One session. Shared by the store and by the requests and tunnels running under it.
-pub struct Session {
+pub(crate) struct Session {
     pub id: String,
     token_hash: TokenHash,
     /// Its `network_policy`, compiled and as sent; an approved `allow-session` replaces
@@ -134,12 +134,12 @@ impl Session {
     }
 
     /// Resolves once the session has ended (deleted, expired or revoked).
-    pub async fn ended(&self) {
+    pub(crate) async fn ended(&self) {
         let mut rx = self.ended.subscribe();
         let _ = rx.wait_for(|ended| *ended).await;
     }
 
-    pub fn is_ended(&self) -> bool {
+    pub(crate) fn is_ended(&self) -> bool {
         *self.ended.borrow()
     }
 
@@ -148,7 +148,7 @@ impl Session {
         !self.ended.send_replace(true)
     }
 
-    pub fn open_tunnels(&self) -> usize {
+    pub(crate) fn open_tunnels(&self) -> usize {
         self.open_tunnels.load(Ordering::Relaxed)
     }
 
@@ -161,7 +161,7 @@ impl Session {
     /// relaxed load; the relaxed store happens only when that clock has moved since the
     /// last mark, so busy tunnels on several threads rarely write the same line.
     #[inline]
-    pub fn mark_traffic(&self) {
+    pub(crate) fn mark_traffic(&self) {
         let now = now_ms();
         if self.last_activity.load(Ordering::Relaxed) < now {
             self.last_activity.store(now, Ordering::Relaxed);
@@ -175,7 +175,7 @@ impl Session {
 
 /// Counts an open tunnel of a session (`--max-tunnels-per-session`, `open_tunnels`)
 /// while it lives. Being open is not traffic: only the bytes it relays are.
-pub struct TunnelGuard {
+pub(crate) struct TunnelGuard {
     session: Arc<Session>,
 }
 
@@ -188,7 +188,7 @@ impl Drop for TunnelGuard {
 /// Count an open tunnel of `session` until the guard drops; its opening (the request
 /// that asked for it) is traffic. `None` when the session already holds `max` open
 /// tunnels (`--max-tunnels-per-session`).
-pub fn tunnel_opened(session: &Arc<Session>, max: usize) -> Option<TunnelGuard> {
+pub(crate) fn tunnel_opened(session: &Arc<Session>, max: usize) -> Option<TunnelGuard> {
     session
         .open_tunnels
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -202,7 +202,7 @@ pub fn tunnel_opened(session: &Arc<Session>, max: usize) -> Option<TunnelGuard> 
 }
 
 /// Resolves when `session` ends; never, for a request without one.
-pub async fn until_ended(session: Option<&Session>) {
+pub(crate) async fn until_ended(session: Option<&Session>) {
     match session {
         Some(s) => s.ended().await,
         None => std::future::pending().await,
@@ -211,7 +211,7 @@ pub async fn until_ended(session: Option<&Session>) {
 
 /// What a session's client sees of it: everything but the token.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct View {
+pub(crate) struct View {
     pub id: String,
     pub label: Option<String>,
     pub network_policy: serde_json::Value,
@@ -234,13 +234,13 @@ pub struct View {
 
 /// What is shown of a session's canary after the `201`: its id and kind.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct CanaryView {
+pub(crate) struct CanaryView {
     pub id: String,
     pub kind: String,
 }
 
 /// As `"on_canary"` and `on_trip` spell it.
-pub fn on_trip_str(on_trip: OnTrip) -> &'static str {
+pub(crate) fn on_trip_str(on_trip: OnTrip) -> &'static str {
     match on_trip {
         OnTrip::EndSession => "end-session",
         OnTrip::Refuse => "refuse",
@@ -250,7 +250,7 @@ pub fn on_trip_str(on_trip: OnTrip) -> &'static str {
 /// Why credentials were not accepted. The text goes to the client and the audit log, so
 /// it never carries the credentials themselves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthError {
+pub(crate) enum AuthError {
     Missing,
     Malformed,
     Unknown,
@@ -259,7 +259,7 @@ pub enum AuthError {
 }
 
 impl AuthError {
-    pub fn message(self) -> &'static str {
+    pub(crate) fn message(self) -> &'static str {
         match self {
             AuthError::Missing => {
                 "this proxy needs session credentials (Proxy-Authorization: Basic)"
@@ -276,7 +276,7 @@ impl AuthError {
 /// The (ID, TOKEN) a request's `Proxy-Authorization` names, if it carries one.
 /// Given the number of `Proxy-Authorization` fields and the first: more than one is
 /// malformed.
-pub fn credentials_of(
+pub(crate) fn credentials_of(
     count: usize,
     first: Option<&HeaderValue>,
 ) -> Result<Option<(String, String)>, AuthError> {
@@ -308,12 +308,12 @@ fn parse_basic(value: &[u8]) -> Option<(String, String)> {
 
 /// What is kept of a token. Tokens are 256 random bits, so a plain hash cannot be
 /// reversed by guessing; a slow password hash would only cost every request.
-pub fn hash_token(token: &str) -> TokenHash {
+pub(crate) fn hash_token(token: &str) -> TokenHash {
     Sha256::digest(token.as_bytes()).into()
 }
 
 /// Equal bytes, in time that depends only on the lengths.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -30,7 +30,7 @@ use crate::transparent::serve_redirected;
 
 /// What a listener serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// The explicit proxy (`--listen`).
     Proxy,
     /// Connections redirected by nftables (`--transparent-listen`).
@@ -64,12 +64,12 @@ impl Kind {
 const CLOSING_WAIT: Duration = Duration::from_secs(2);
 
 /// The number of workers when none is asked for: one per core the process may use.
-pub fn default_workers() -> usize {
+pub(crate) fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Running worker threads, each accepting connections until [`Server::run`]'s shutdown.
-pub struct Server {
+pub(crate) struct Server {
     state: Arc<State>,
     threads: Vec<JoinHandle<()>>,
     order: watch::Sender<Order>,
@@ -82,7 +82,7 @@ impl Server {
     /// Start `workers` threads (at least one), each accepting on every one of
     /// `listeners`. Must be called inside a tokio runtime (the listeners are registered
     /// with it).
-    pub fn start(
+    pub(crate) fn start(
         listeners: Vec<(TcpListener, Kind)>,
         state: Arc<State>,
         workers: usize,
@@ -125,7 +125,7 @@ impl Server {
     /// Serve until `shutdown` completes, then give open connections and tunnels
     /// `limits.shutdown_grace` to finish and close the rest; returns once every worker
     /// has stopped.
-    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+    pub(crate) async fn run(mut self, shutdown: impl Future<Output = ()>) {
         shutdown.await;
         self.order.send_replace(Order::StopAccepting);
         let state = &self.state;

@@ -13,7 +13,7 @@ use crate::judgement::approvals::{Decided, Held, Outcome, Pending};
 use crate::judgement::hold::{allowed_now, widen_session};
 
 /// `GET /v1/approvals`: every pending approval, oldest first.
-pub fn list(admin: &Admin) -> Response<Body> {
+pub(crate) fn list(admin: &Admin) -> Response<Body> {
     let all: Vec<Value> = admin
         .state
         .approvals
@@ -54,7 +54,7 @@ struct DecideBody {
 }
 
 /// `POST /v1/approvals/{id}` with `{"decision": "allow-once" | "allow-session" | "deny"}`.
-pub async fn decide(admin: &Admin, id: &str, body: Value) -> Response<Body> {
+pub(crate) async fn decide(admin: &Admin, id: &str, body: Value) -> Response<Body> {
     let bad = |message: String| error(StatusCode::BAD_REQUEST, "invalid_body", &message);
     let body: DecideBody = match serde_json::from_value(body) {
         Ok(b) => b,

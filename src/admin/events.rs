@@ -39,7 +39,7 @@ const STUCK: Duration = Duration::from_secs(5);
 
 /// Closes the admin connection it was made for: how a dropped reader's connection ends
 /// even while its socket accepts no more bytes (hyper would wait on it forever).
-pub type Closer = Arc<Notify>;
+pub(crate) type Closer = Arc<Notify>;
 
 /// What a reader asked for: records whose fields match exactly.
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use super::{error, Body};
 
 /// The names the admin listener answers to.
 #[derive(Debug, Clone)]
-pub struct Names {
+pub(crate) struct Names {
     /// The listener's address, as bound.
     pub listen: SocketAddr,
     /// `--admin-host NAME`s, lower case.
@@ -52,7 +52,7 @@ impl Names {
 
 /// The refusal of a call that does not come from the API's own pages or clients, or
 /// `None` when it may go on to the token check.
-pub fn refuse<B>(
+pub(crate) fn refuse<B>(
     req: &Request<B>,
     names: &Names,
     local: Option<SocketAddr>,

@@ -15,13 +15,13 @@
 //!
 //! `GET /metrics` serves [`crate::metrics`] as Prometheus text.
 
-pub mod approvals;
-pub mod events;
-pub mod guard;
-pub mod reload;
-pub mod sessions;
-pub mod ui;
-pub mod watch;
+pub(crate) mod approvals;
+pub(crate) mod events;
+pub(crate) mod guard;
+pub(crate) mod reload;
+pub(crate) mod sessions;
+pub(crate) mod ui;
+pub(crate) mod watch;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -43,13 +43,13 @@ use crate::session::constant_time_eq;
 use reload::Reloader;
 
 /// The body of every admin answer: whole, built before it is sent, so it never fails.
-pub type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+pub(crate) type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 /// The largest request body the API reads.
 const MAX_BODY: usize = 256 * 1024;
 
 /// What the API serves from.
-pub struct Admin {
+pub(crate) struct Admin {
     pub state: Arc<State>,
     /// The bearer token; `None` only on a loopback listener started without a token file.
     pub token: Option<String>,
@@ -63,7 +63,7 @@ pub struct Admin {
 const MAX_CONNECTIONS: usize = 256;
 
 /// Serve the API on `listener` until the proxy starts shutting down.
-pub async fn serve(listener: TcpListener, admin: Arc<Admin>) {
+pub(crate) async fn serve(listener: TcpListener, admin: Arc<Admin>) {
     let mut phase = admin.state.phase.subscribe();
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -278,7 +278,7 @@ fn full(text: impl Into<Bytes>) -> Body {
 }
 
 /// A JSON answer.
-pub fn json_response(status: StatusCode, body: Value) -> Response<Body> {
+pub(crate) fn json_response(status: StatusCode, body: Value) -> Response<Body> {
     let mut resp = Response::new(full(format!("{body}\n")));
     *resp.status_mut() = status;
     resp.headers_mut()
@@ -287,7 +287,7 @@ pub fn json_response(status: StatusCode, body: Value) -> Response<Body> {
 }
 
 /// `{"error": {"type": KIND, "message": MESSAGE}}` with `status`.
-pub fn error(status: StatusCode, kind: &str, message: &str) -> Response<Body> {
+pub(crate) fn error(status: StatusCode, kind: &str, message: &str) -> Response<Body> {
     json_response(status, json!({"error": {"type": kind, "message": message}}))
 }
 
@@ -300,7 +300,7 @@ fn method_not_allowed() -> Response<Body> {
 }
 
 /// An empty answer with `status` (the `204` of a DELETE).
-pub fn empty(status: StatusCode) -> Response<Body> {
+pub(crate) fn empty(status: StatusCode) -> Response<Body> {
     let mut resp = Response::new(full(Bytes::new()));
     *resp.status_mut() = status;
     resp

@@ -22,7 +22,7 @@ use crate::policy::{check_narrowing, Level, Reason, RequestPolicy};
 
 /// What a successful reload did.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Reloaded {
+pub(crate) struct Reloaded {
     /// Sessions ended because the new policies no longer cover them.
     pub revoked_sessions: Vec<String>,
     /// Set when `--policy` now widens the organization policy (every request refused).
@@ -30,7 +30,7 @@ pub struct Reloaded {
 }
 
 /// Reloads the files `serve` started with.
-pub struct Reloader {
+pub(crate) struct Reloader {
     org_path: PathBuf,
     policy_path: Option<PathBuf>,
     /// Canaries besides the organization's (`run --canary`), kept by every reload.
@@ -41,7 +41,7 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    pub fn new(
+    pub(crate) fn new(
         (org_path, policy_path): (PathBuf, Option<PathBuf>),
         canaries: Arc<[Canary]>,
         state: Arc<State>,
@@ -57,7 +57,7 @@ impl Reloader {
 
     /// Load the files again and put them in force. On error nothing changes; the error
     /// is logged and returned.
-    pub async fn reload(&self) -> Result<Reloaded, LoadError> {
+    pub(crate) async fn reload(&self) -> Result<Reloaded, LoadError> {
         let _one = self.running.lock().await;
         let metrics = &self.state.metrics;
         let files = (&self.org_path, self.policy_path.as_deref());

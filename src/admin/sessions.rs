@@ -35,7 +35,7 @@ struct CreateBody {
 }
 
 /// `POST /v1/sessions`.
-pub async fn create(admin: &Admin, body: Value) -> Response<Body> {
+pub(crate) async fn create(admin: &Admin, body: Value) -> Response<Body> {
     let bad = |message: String| error(StatusCode::BAD_REQUEST, "invalid_body", &message);
     let body: CreateBody = match serde_json::from_value(body) {
         Ok(b) => b,
@@ -123,7 +123,7 @@ pub async fn create(admin: &Admin, body: Value) -> Response<Body> {
 }
 
 /// `GET /v1/sessions`: every live session, without tokens.
-pub async fn list(admin: &Admin) -> Response<Body> {
+pub(crate) async fn list(admin: &Admin) -> Response<Body> {
     let views = match admin.state.sessions.list().await {
         Ok(views) => views,
         Err(e) => return unavailable(&e),
@@ -148,7 +148,7 @@ pub async fn list(admin: &Admin) -> Response<Body> {
 }
 
 /// `GET /v1/sessions/{id}`, without the token.
-pub async fn get(admin: &Admin, id: &str) -> Response<Body> {
+pub(crate) async fn get(admin: &Admin, id: &str) -> Response<Body> {
     match admin.state.sessions.get(id).await {
         Ok(Some(view)) => {
             // What it sent upstream: through this proxy, or with a shared store, through
@@ -173,7 +173,7 @@ pub async fn get(admin: &Admin, id: &str) -> Response<Body> {
 }
 
 /// `DELETE /v1/sessions/{id}`: ends it now; its open tunnels close.
-pub async fn delete(admin: &Admin, id: &str) -> Response<Body> {
+pub(crate) async fn delete(admin: &Admin, id: &str) -> Response<Body> {
     match admin.state.sessions.delete(id).await {
         Ok(true) => empty(StatusCode::NO_CONTENT),
         Ok(false) => not_found(),
@@ -182,7 +182,7 @@ pub async fn delete(admin: &Admin, id: &str) -> Response<Body> {
 }
 
 /// The store did not answer: 503, and the caller may try again.
-pub fn unavailable(e: &StoreError) -> Response<Body> {
+pub(crate) fn unavailable(e: &StoreError) -> Response<Body> {
     let mut resp = error(
         StatusCode::SERVICE_UNAVAILABLE,
         "session_store_unavailable",

@@ -27,7 +27,7 @@ const STYLE: &str = include_str!("ui/app.css");
 
 /// Where the page may load from and connect to: this origin only, and the `data:`
 /// favicon (so the browser asks for no `/favicon.ico`, which would need the token).
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
     connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
     frame-ancestors 'none'";
 

@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use super::reload::Reloader;
 
 /// How often the files are looked at.
-pub const POLL: Duration = Duration::from_secs(1);
+pub(crate) const POLL: Duration = Duration::from_secs(1);
 
 /// What a file is now: the path it resolves to and its content's hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +38,7 @@ fn look(path: &Path) -> Option<Seen> {
 }
 
 /// Poll `files` and reload through `reloader` whenever one of them changes.
-pub async fn watch(files: Vec<PathBuf>, reloader: Arc<Reloader>) {
+pub(crate) async fn watch(files: Vec<PathBuf>, reloader: Arc<Reloader>) {
     let mut seen: Vec<Option<Seen>> = files.iter().map(|f| look(f)).collect();
     let mut tick = tokio::time::interval(POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -19,13 +19,13 @@ use serde::Deserialize;
 use super::keys::Signer;
 
 /// Records between two checkpoints at most.
-pub const CHECKPOINT_EVERY: u64 = 1000;
+pub(crate) const CHECKPOINT_EVERY: u64 = 1000;
 
 /// The longest time between a record and the checkpoint that covers it.
-pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The `prev` of the first line of a chain.
-pub const GENESIS: [u8; 32] = [0; 32];
+pub(crate) const GENESIS: [u8; 32] = [0; 32];
 
 /// How records are written (`--audit-format`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub enum Format {
 }
 
 /// The SHA-256 of a line's bytes (without its newline).
-pub fn hash(line: &[u8]) -> [u8; 32] {
+pub(crate) fn hash(line: &[u8]) -> [u8; 32] {
     let digest = ring::digest::digest(&ring::digest::SHA256, line);
     let mut out = [0u8; 32];
     out.copy_from_slice(digest.as_ref());

@@ -10,9 +10,9 @@ use rcgen::{KeyPair, PublicKeyData, SubjectPublicKeyInfo, PKCS_ED25519};
 use ring::signature::{Ed25519KeyPair, UnparsedPublicKey, ED25519};
 
 /// The private key's file name in `audit keygen`'s directory.
-pub const PRIVATE_FILE: &str = "audit-signing-key.pem";
+pub(crate) const PRIVATE_FILE: &str = "audit-signing-key.pem";
 /// The public key's file name in `audit keygen`'s directory.
-pub const PUBLIC_FILE: &str = "audit-signing-key.pub.pem";
+pub(crate) const PUBLIC_FILE: &str = "audit-signing-key.pub.pem";
 
 /// A key file that cannot be read, written or used.
 #[derive(Debug, thiserror::Error)]
@@ -33,7 +33,7 @@ impl KeyError {
 
 /// What a checkpoint signs: its own `seq` and its `prev` (the hash of the line before
 /// it), in a form no other message of ours takes.
-pub fn checkpoint_message(seq: u64, prev: &[u8; 32]) -> Vec<u8> {
+pub(crate) fn checkpoint_message(seq: u64, prev: &[u8; 32]) -> Vec<u8> {
     format!(
         "egress-proxy audit.checkpoint v1 seq={seq} prev={}",
         data_encoding::HEXLOWER.encode(prev)
@@ -43,7 +43,7 @@ pub fn checkpoint_message(seq: u64, prev: &[u8; 32]) -> Vec<u8> {
 
 /// A key's id, written in each checkpoint: the first 16 hex digits of the SHA-256 of the
 /// raw public key, so a reader tells which key signed without trying each.
-pub fn key_id(public_raw: &[u8]) -> String {
+pub(crate) fn key_id(public_raw: &[u8]) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, public_raw);
     data_encoding::HEXLOWER.encode(&digest.as_ref()[..8])
 }
@@ -91,14 +91,14 @@ impl Signer {
 
 /// The public key `audit verify --public-key` checks checkpoints with.
 #[derive(Debug)]
-pub struct Verifier {
+pub(crate) struct Verifier {
     raw: Vec<u8>,
     id: String,
 }
 
 impl Verifier {
     /// Reads an Ed25519 public key in SubjectPublicKeyInfo PEM (`audit keygen`'s).
-    pub fn load(path: &Path) -> Result<Verifier, KeyError> {
+    pub(crate) fn load(path: &Path) -> Result<Verifier, KeyError> {
         let pem = std::fs::read_to_string(path).map_err(|e| KeyError::new(path, e))?;
         let spki = SubjectPublicKeyInfo::from_pem(&pem).map_err(|e| KeyError::new(path, e))?;
         if spki.algorithm() != &PKCS_ED25519 {
@@ -110,12 +110,12 @@ impl Verifier {
     }
 
     /// The key's id ([`key_id`]).
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         &self.id
     }
 
     /// Whether `signature` signs the checkpoint at `seq` whose `prev` is `prev`.
-    pub fn verifies(&self, seq: u64, prev: &[u8; 32], signature: &[u8]) -> bool {
+    pub(crate) fn verifies(&self, seq: u64, prev: &[u8; 32], signature: &[u8]) -> bool {
         UnparsedPublicKey::new(&ED25519, &self.raw)
             .verify(&checkpoint_message(seq, prev), signature)
             .is_ok()
@@ -124,7 +124,7 @@ impl Verifier {
 
 /// `audit keygen DIR`: writes a new key pair, `DIR/audit-signing-key.pem` (mode 0600)
 /// and `DIR/audit-signing-key.pub.pem`; refuses to overwrite either. Returns both paths.
-pub fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf), KeyError> {
+pub(crate) fn keygen(dir: &Path) -> Result<(PathBuf, PathBuf), KeyError> {
     std::fs::create_dir_all(dir).map_err(|e| KeyError::new(dir, e))?;
     let private = dir.join(PRIVATE_FILE);
     let public = dir.join(PUBLIC_FILE);

@@ -13,11 +13,11 @@ use bytes::Bytes;
 use tokio::sync::broadcast;
 
 /// Records the broadcast holds for its slowest reader before that reader lags.
-pub const LIVE_QUEUE: usize = 4096;
+pub(super) const LIVE_QUEUE: usize = 4096;
 
 /// One record as written: what the filters look at, and its JSON line (no newline).
 #[derive(Debug)]
-pub struct LiveRecord {
+pub(crate) struct LiveRecord {
     /// The record's `event`.
     pub event: &'static str,
     /// The record's `session`.

@@ -14,17 +14,17 @@ use serde::Serialize;
 use time::{OffsetDateTime, PrimitiveDateTime};
 
 mod batch;
-pub mod chain;
-pub mod keys;
+pub(crate) mod chain;
+pub(crate) mod keys;
 mod live;
-pub mod ocsf;
+pub(crate) mod ocsf;
 mod writer;
-pub use chain::Format;
-pub use live::LiveRecord;
-pub use writer::{AuditLog, AuditOptions, OnFailure};
+pub(crate) use chain::Format;
+pub(crate) use live::LiveRecord;
+pub(crate) use writer::{AuditLog, AuditOptions, OnFailure};
 
 /// Longest query string kept in `url`, in bytes.
-pub const MAX_QUERY_BYTES: usize = 256;
+pub(crate) const MAX_QUERY_BYTES: usize = 256;
 
 /// One audit event, serialised as one JSON line.
 ///
@@ -32,7 +32,7 @@ pub const MAX_QUERY_BYTES: usize = 256;
 /// `Proxy-Authorization` have nowhere to go, so they cannot leak into the log. `url` must
 /// be built from the request target, without userinfo; [`clip_url`] also strips any.
 #[derive(Debug, Clone, Serialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// RFC 3339 UTC with milliseconds, see [`now_rfc3339`].
     pub ts: String,
     /// `egress.denied`, `egress.allowed`, `egress.would_deny`, `session.revoked`,
@@ -88,7 +88,7 @@ pub struct Record {
 /// The listener an attempt came through: the audit record's `via`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Via {
+pub(crate) enum Via {
     /// The explicit proxy port (`--listen`).
     #[default]
     Proxy,
@@ -102,7 +102,7 @@ pub enum Via {
 
 impl Record {
     /// A record stamped now, with every optional field empty.
-    pub fn new(
+    pub(crate) fn new(
         event: &'static str,
         request_id: String,
         client: String,
@@ -139,13 +139,13 @@ impl Record {
 }
 
 /// Now, as RFC 3339 UTC with milliseconds: `2026-11-29T10:01:02.345Z`.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     rfc3339(SystemTime::now())
 }
 
 /// `t` as RFC 3339 UTC with milliseconds (times before 1970 are written as 1970, times
 /// past the year 9999 as its last millisecond).
-pub fn rfc3339(t: SystemTime) -> String {
+pub(crate) fn rfc3339(t: SystemTime) -> String {
     let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
     let t = i128::try_from(since.as_nanos())
         .ok()
@@ -168,7 +168,7 @@ pub fn rfc3339(t: SystemTime) -> String {
 /// Keeps at most [`MAX_QUERY_BYTES`] of the query string, cut on a character boundary,
 /// and strips any userinfo (`user:pass@`) from the authority. Returns the URL and whether
 /// the query was cut.
-pub fn clip_url(url: &str) -> (String, bool) {
+pub(crate) fn clip_url(url: &str) -> (String, bool) {
     let url = strip_userinfo(url);
     let Some(q) = url.find('?') else {
         return (url, false);
@@ -200,7 +200,7 @@ fn strip_userinfo(url: &str) -> String {
 /// A new request id, 32 hex digits: a random per-process prefix (or, should the system's
 /// random source fail, the start time and process id) and a process-wide counter, so ids
 /// are unique within a process and across restarts.
-pub fn new_request_id() -> String {
+pub(crate) fn new_request_id() -> String {
     static PREFIX: OnceLock<u64> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     // One random draw per process, not per request: a request id must be unique, not

@@ -43,7 +43,7 @@ use super::live::{Live, LiveRecord};
 use super::Record;
 
 /// Records the queue holds before a writer of one waits for room.
-pub const QUEUE: usize = 16 * 1024;
+pub(super) const QUEUE: usize = 16 * 1024;
 
 /// Records written in one batch at most, so a steady stream still reaches the file
 /// promptly.
@@ -64,7 +64,7 @@ pub enum OnFailure {
 
 /// How the log is written: `--audit-failure`, `--audit-format`, `--audit-signing-key`.
 #[derive(Clone, Debug, Default)]
-pub struct AuditOptions {
+pub(crate) struct AuditOptions {
     pub on_failure: OnFailure,
     pub format: Format,
     /// Signs a checkpoint every 1,000 records, every 60 s and at shutdown.
@@ -100,7 +100,7 @@ impl Shared {
 
 /// The handle connections write records through. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     tx: Option<mpsc::Sender<Box<Record>>>,
     shared: Arc<Shared>,
 }
@@ -117,7 +117,7 @@ impl AuditLog {
     /// Opens `path` for appending (created with mode 0600 if missing), or standard output
     /// for `-`, to write in `options`' format, signing checkpoints with its key. Spawn
     /// the returned writer's [`run`](AuditWriter::run).
-    pub async fn open_with(
+    pub(crate) async fn open_with(
         path: &str,
         options: AuditOptions,
     ) -> io::Result<(AuditLog, AuditWriter)> {
@@ -156,7 +156,7 @@ impl AuditLog {
 
     /// A log that discards every record.
     #[cfg(test)]
-    pub fn disabled() -> AuditLog {
+    pub(crate) fn disabled() -> AuditLog {
         AuditLog {
             tx: None,
             shared: Shared::new(OnFailure::Closed),
@@ -164,28 +164,28 @@ impl AuditLog {
     }
 
     /// How many lines the writer has written so far.
-    pub fn lines_written(&self) -> u64 {
+    pub(crate) fn lines_written(&self) -> u64 {
         self.shared.written.load(Ordering::Relaxed)
     }
 
     /// How many records could not be written (only with [`OnFailure::Open`]).
-    pub fn lines_lost(&self) -> u64 {
+    pub(crate) fn lines_lost(&self) -> u64 {
         self.shared.lost.load(Ordering::Relaxed)
     }
 
     /// The last write failed and has not succeeded since.
-    pub fn failing(&self) -> bool {
+    pub(crate) fn failing(&self) -> bool {
         self.shared.failing.load(Ordering::Relaxed)
     }
 
     /// Records cannot be written and the proxy fails closed: refuse every request.
-    pub fn refusing(&self) -> bool {
+    pub(crate) fn refusing(&self) -> bool {
         self.shared.on_failure == OnFailure::Closed && self.failing()
     }
 
     /// Queues `rec` for the writer, waiting while the queue is full. A record sent after
     /// the writer stopped is reported on the proxy's own log.
-    pub async fn write(&self, rec: Record) {
+    pub(crate) async fn write(&self, rec: Record) {
         let Some(tx) = &self.tx else { return };
         if let Err(mpsc::error::SendError(rec)) = tx.send(Box::new(rec)).await {
             stopped(&rec);
@@ -195,7 +195,7 @@ impl AuditLog {
     /// [`write`](Self::write) from code that cannot wait (a response body's end, a
     /// reload holding the session store's lock): queued at once when there is room, else
     /// by a task that waits for it. Never dropped.
-    pub fn write_detached(&self, rec: Record) {
+    pub(crate) fn write_detached(&self, rec: Record) {
         let Some(tx) = &self.tx else { return };
         match tx.try_send(Box::new(rec)) {
             Ok(()) => {}
@@ -213,19 +213,19 @@ impl AuditLog {
 
     /// Every record the writer takes from now on, as it takes it; a receiver that falls
     /// [`super::live::LIVE_QUEUE`] records behind gets `Lagged`.
-    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<LiveRecord>> {
+    pub(crate) fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Arc<LiveRecord>> {
         self.shared.live.subscribe()
     }
 
     /// Asks the writer to open the file again at its path (log rotation): records
     /// already in hand go to the old file, later ones to the new.
-    pub fn reopen(&self) {
+    pub(crate) fn reopen(&self) {
         self.shared.reopen.notify_one();
     }
 
     /// Asks the writer to finish: it writes every record queued before this call (by any
     /// clone), fsyncs and returns, even while other clones are still alive.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.shared.close.notify_one();
     }
 }
@@ -239,7 +239,7 @@ fn stopped(rec: &Record) {
 }
 
 /// The task that owns the audit file. See the module docs for shutdown.
-pub struct AuditWriter {
+pub(crate) struct AuditWriter {
     rx: mpsc::Receiver<Box<Record>>,
     /// Taken while a blocking write has it.
     sink: Option<Sink>,
@@ -259,7 +259,7 @@ impl AuditWriter {
     /// empty (and at least every [`MAX_BATCH`] records), so each record reaches the file
     /// well within a second. A failed write is tried again (see the module docs); only
     /// the final fsync's error is returned.
-    pub async fn run(mut self) -> io::Result<u64> {
+    pub(crate) async fn run(mut self) -> io::Result<u64> {
         let shared = self.shared.clone();
         let mut checkpoint_at = Instant::now() + CHECKPOINT_INTERVAL;
         loop {

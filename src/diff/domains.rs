@@ -15,7 +15,7 @@ use crate::policy::{DomainEntry, DomainSet};
 /// for "the organization's ports, whatever they are", for request policies compared
 /// without an organization.
 #[derive(Clone, Copy)]
-pub struct Side<'a> {
+pub(super) struct Side<'a> {
     pub set: &'a DomainSet,
     pub ports: &'a [u16],
 }
@@ -40,7 +40,7 @@ fn on_port(e: &DomainEntry, port: u16) -> DomainEntry {
 
 /// The ports on which `e` (of a side whose port-less entries get `ports`) matches a
 /// host that `other` does not allow there.
-pub fn uncovered_allow(e: &DomainEntry, ports: &[u16], other: Side) -> Vec<u16> {
+pub(super) fn uncovered_allow(e: &DomainEntry, ports: &[u16], other: Side) -> Vec<u16> {
     ports_of(e, ports)
         .into_iter()
         .filter(|&p| !set_covers(other.set, &on_port(e, p), other.ports))
@@ -49,12 +49,12 @@ pub fn uncovered_allow(e: &DomainEntry, ports: &[u16], other: Side) -> Vec<u16> 
 
 /// A denied entry (port-less: every port) that `other`'s denied entries do not cover.
 /// Port `0` stands for every port: only a port-less entry covers it.
-pub fn uncovered_deny(d: &DomainEntry, other: &DomainSet) -> bool {
+pub(super) fn uncovered_deny(d: &DomainEntry, other: &DomainSet) -> bool {
     !set_covers(other, d, &[d.port.unwrap_or(0)])
 }
 
 /// An entry of one side that the other does not cover on some of its ports.
-pub struct Uncovered<'a> {
+pub(super) struct Uncovered<'a> {
     pub index: usize,
     pub entry: &'a DomainEntry,
     pub ports: Vec<u16>,
@@ -64,7 +64,7 @@ pub struct Uncovered<'a> {
 
 /// Each entry of `side` that `other` does not cover, except a port-less one whose only
 /// uncovered ports are in `by_ports` (a change of `allowed_ports`, reported there).
-pub fn uncovered<'a>(side: Side<'a>, other: Side, by_ports: &[u16]) -> Vec<Uncovered<'a>> {
+pub(super) fn uncovered<'a>(side: Side<'a>, other: Side, by_ports: &[u16]) -> Vec<Uncovered<'a>> {
     let mut out = Vec::new();
     for (index, entry) in side.set.entries().iter().enumerate() {
         let ports = uncovered_allow(entry, side.ports, other);
@@ -86,7 +86,7 @@ pub fn uncovered<'a>(side: Side<'a>, other: Side, by_ports: &[u16]) -> Vec<Uncov
 }
 
 /// How a list of ports reads in a message; `0` is the organization's ports.
-pub fn ports_text(ports: &[u16]) -> String {
+pub(super) fn ports_text(ports: &[u16]) -> String {
     let list: Vec<String> = ports
         .iter()
         .map(|&p| match p {
@@ -105,11 +105,11 @@ pub fn ports_text(ports: &[u16]) -> String {
 }
 
 /// The entry is a destination on shared hosting.
-pub fn is_shared(e: &DomainEntry, extra: &DomainSet) -> bool {
+pub(super) fn is_shared(e: &DomainEntry, extra: &DomainSet) -> bool {
     pattern_is_shared_hosting(&e.pattern, extra)
 }
 
 /// An entry as messages show it: the inline table of an entry with rules, else its text.
-pub fn shown(e: &DomainEntry) -> &str {
+pub(super) fn shown(e: &DomainEntry) -> &str {
     e.rules.as_ref().map_or(&e.text, |r| &r.label)
 }

@@ -13,7 +13,7 @@ use crate::policy::{DomainSet, RequestPolicy, RequestSpans};
 /// that NEW no longer covers (narrowing). `added` / `removed` are the ports a change of
 /// `allowed_ports` adds and removes: a port-less entry changed only by them is that
 /// change's, not its own. `at` gives where NEW's entry `i` was written.
-pub fn allowed(
+pub(super) fn allowed(
     setting: &str,
     (old, new): (Side, Side),
     (added, removed): (&[u16], &[u16]),
@@ -52,7 +52,7 @@ pub fn allowed(
 
 /// The denied domains: an OLD entry NEW's do not cover widens; a NEW one OLD's did not
 /// cover narrows.
-pub fn denied(
+pub(super) fn denied(
     old: &DomainSet,
     new: &DomainSet,
     list_at: Option<usize>,
@@ -87,7 +87,7 @@ fn within(nets: &[IpNet], net: &IpNet) -> bool {
 }
 
 /// CIDR lists: a NEW network not within an OLD one widens, and the reverse narrows.
-pub fn cidrs(setting: &str, old: &[IpNet], new: &[IpNet], at: &[usize]) -> Vec<Change> {
+pub(super) fn cidrs(setting: &str, old: &[IpNet], new: &[IpNet], at: &[usize]) -> Vec<Change> {
     let mut out = Vec::new();
     for (i, net) in new.iter().enumerate() {
         if !within(old, net) {
@@ -109,20 +109,20 @@ pub fn cidrs(setting: &str, old: &[IpNet], new: &[IpNet], at: &[usize]) -> Vec<C
 
 /// One side of a request policy comparison: the policy and its organization's ports.
 #[derive(Clone, Copy)]
-pub struct Request<'a> {
+pub(super) struct Request<'a> {
     pub policy: &'a RequestPolicy,
     pub ports: &'a [u16],
 }
 
 /// Where NEW's request policy was written: the spans of its entries, and of its `type`.
-pub struct RequestAt<'a> {
+pub(super) struct RequestAt<'a> {
     pub spans: &'a RequestSpans,
     pub type_at: Option<usize>,
     pub cidrs_at: Option<usize>,
 }
 
 /// A whole request policy; `table` is where it sits (`default_network_policy.` or "").
-pub fn request(
+pub(super) fn request(
     table: &str,
     (old, new): (Request, Request),
     ports: (&[u16], &[u16]),
@@ -231,7 +231,7 @@ fn budget_of(p: &RequestPolicy) -> Option<u64> {
 
 /// An upload budget: `None` is `unset` (no budget, or the level above's), never less
 /// than a number; a larger budget, or none, lets more out.
-pub fn budget(
+pub(super) fn budget(
     setting: &str,
     (old, new): (Option<u64>, Option<u64>),
     unset: &str,

@@ -4,18 +4,18 @@
 use toml_edit::{ImDocument, Item, TableLike};
 
 /// NEW's text, parsed once to find keys in.
-pub enum Locator<'t> {
+pub(super) enum Locator<'t> {
     Toml(Option<ImDocument<&'t str>>),
     Json(&'t str),
 }
 
 impl<'t> Locator<'t> {
-    pub fn toml(text: &'t str) -> Locator<'t> {
+    pub(super) fn toml(text: &'t str) -> Locator<'t> {
         Locator::Toml(ImDocument::parse(text).ok())
     }
 
     /// The byte offset of the key at `path` (`["tunnels", "require_tls"]`), if written.
-    pub fn key(&self, path: &[&str]) -> Option<usize> {
+    pub(super) fn key(&self, path: &[&str]) -> Option<usize> {
         match self {
             Locator::Toml(doc) => {
                 let mut table: &dyn TableLike = doc.as_ref()?.as_table();

@@ -8,7 +8,12 @@ use super::locate::Locator;
 use crate::policy::{Mode, OrgPolicy, OrgSpans, RequestPolicy, SharedHostingAction};
 
 /// Every change between two organization policies, in the order of the file's keys.
-pub fn org(old: &OrgPolicy, new: &OrgPolicy, spans: &OrgSpans, loc: &Locator) -> Vec<Change> {
+pub(super) fn org(
+    old: &OrgPolicy,
+    new: &OrgPolicy,
+    spans: &OrgSpans,
+    loc: &Locator,
+) -> Vec<Change> {
     let mut out = Vec::new();
     out.extend(name(old, new, loc));
     out.extend(mode(old, new, loc));

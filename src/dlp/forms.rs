@@ -13,7 +13,7 @@ use data_encoding::{BASE32_NOPAD, HEXLOWER};
 /// How a value was written where it was found: the record's `dlp.encoding`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Encoding {
+pub(crate) enum Encoding {
     Plain,
     Base64,
     Base64url,
@@ -24,7 +24,7 @@ pub enum Encoding {
 
 /// One form of a value: its bytes, and whether letters match in either case.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Form {
+pub(crate) struct Form {
     pub bytes: Vec<u8>,
     pub encoding: Encoding,
     pub either_case: bool,
@@ -41,7 +41,7 @@ fn core(encoded: &str, offset: usize, len: usize, bits: usize) -> Vec<u8> {
 
 /// Every form a value is looked for in, in bytes a client sends (a head, a body, a
 /// message, first bytes).
-pub fn forms(value: &[u8]) -> Vec<Form> {
+pub(crate) fn forms(value: &[u8]) -> Vec<Form> {
     let mut forms = vec![Form {
         bytes: value.to_vec(),
         encoding: Encoding::Plain,
@@ -82,7 +82,7 @@ pub fn forms(value: &[u8]) -> Vec<Form> {
 
 /// The forms a DNS name carries a value in across its labels, once its dots are
 /// removed: hexadecimal, and unpadded base32 at each of its five offsets.
-pub fn name_forms(value: &[u8]) -> Vec<Form> {
+pub(crate) fn name_forms(value: &[u8]) -> Vec<Form> {
     let mut forms = vec![Form {
         bytes: HEXLOWER.encode(value).into_bytes(),
         encoding: Encoding::Hex,

@@ -5,7 +5,7 @@
 //! log line ever holds a value: a hit names the canary's id, kind and the encoding it
 //! was found in, never the bytes.
 
-pub mod forms;
+pub(crate) mod forms;
 mod kinds;
 mod scanner;
 
@@ -13,14 +13,14 @@ use std::sync::Arc;
 
 use zeroize::Zeroizing;
 
-pub use forms::Encoding;
-pub use kinds::Kind;
-pub use scanner::Scanner;
+pub(crate) use forms::Encoding;
+pub(crate) use kinds::Kind;
+pub(crate) use scanner::Scanner;
 
 /// Where a match was found: the record's `dlp.found_in`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum FoundIn {
+pub(crate) enum FoundIn {
     Target,
     Header,
     Url,
@@ -33,7 +33,7 @@ pub enum FoundIn {
 
 impl FoundIn {
     /// As the record spells it.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FoundIn::Target => "target",
             FoundIn::Header => "header",
@@ -78,7 +78,7 @@ impl Canary {
 
 /// What a scan found: which canary, in what encoding, where. Never the value.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Hit {
+pub(crate) struct Hit {
     pub id: Arc<str>,
     pub kind: Arc<str>,
     pub encoding: Encoding,
@@ -87,7 +87,7 @@ pub struct Hit {
 
 /// A canary value must be 16 to 256 printable ASCII bytes (docs/reference/dlp.md): long
 /// enough that no legitimate request carries it by chance.
-pub fn check_value(value: &[u8]) -> Result<(), String> {
+pub(crate) fn check_value(value: &[u8]) -> Result<(), String> {
     if !(16..=256).contains(&value.len()) {
         return Err(format!(
             "a canary is 16 to 256 bytes, this one is {}",

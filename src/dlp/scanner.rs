@@ -10,7 +10,7 @@ use super::forms::{forms, name_forms, Encoding};
 use super::{Canary, FoundIn, Hit};
 
 /// The most canaries [`Scanner::new`] builds DFAs for.
-pub const FAST_UP_TO: usize = 32;
+pub(super) const FAST_UP_TO: usize = 32;
 
 /// An automaton and, for each of its patterns, the canary and the encoding it stands for.
 struct Set {
@@ -45,7 +45,7 @@ impl Set {
 
 /// Every canary in force, ready to look for: in bytes a client sends, and in names.
 #[derive(Default)]
-pub struct Scanner {
+pub(crate) struct Scanner {
     ids: Vec<(Arc<str>, Arc<str>)>,
     /// Forms whose letters match as they are (plain, base64).
     exact: Option<Set>,
@@ -72,7 +72,7 @@ impl Scanner {
     /// 0.2 MB a canary, scanned about twice as fast as the crate's own pick, measured on
     /// JSON and on base64 text) up to [`FAST_UP_TO`] canaries; past that, whatever
     /// the crate picks, so that a long values file does not take gigabytes.
-    pub fn new(canaries: &[Canary]) -> Scanner {
+    pub(crate) fn new(canaries: &[Canary]) -> Scanner {
         let kind = (canaries.len() <= FAST_UP_TO).then_some(AhoCorasickKind::DFA);
         Scanner::with_kind(canaries, kind)
     }
@@ -80,7 +80,7 @@ impl Scanner {
     /// The automata for `canaries` in their compact form (a contiguous NFA: about a
     /// twentieth of the memory, scanned a little slower): for a session's, which there
     /// may be thousands of.
-    pub fn compact(canaries: &[Canary]) -> Scanner {
+    pub(crate) fn compact(canaries: &[Canary]) -> Scanner {
         Scanner::with_kind(canaries, Some(AhoCorasickKind::ContiguousNFA))
     }
 
@@ -113,19 +113,19 @@ impl Scanner {
     }
 
     /// The id and kind of each canary, in order: what may be shown of them.
-    pub fn ids(&self) -> impl Iterator<Item = (&str, &str)> {
+    pub(crate) fn ids(&self) -> impl Iterator<Item = (&str, &str)> {
         self.ids.iter().map(|(id, kind)| (&**id, &**kind))
     }
 
     /// The bytes a stream scanned piece by piece must hold back (docs/reference/dlp.md):
     /// the longest form less one byte; 0 with nothing to look for.
-    pub fn hold_back(&self) -> usize {
+    pub(crate) fn hold_back(&self) -> usize {
         self.longest.saturating_sub(1)
     }
 
     /// The bytes its automata take.
     #[cfg(test)]
-    pub fn memory_usage(&self) -> usize {
+    pub(crate) fn memory_usage(&self) -> usize {
         [&self.exact, &self.folded, &self.names]
             .iter()
             .filter_map(|s| s.as_ref())
@@ -134,7 +134,7 @@ impl Scanner {
     }
 
     /// Whether there is nothing to look for (then no scan does any work).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.ids.is_empty()
     }
 
@@ -149,7 +149,7 @@ impl Scanner {
     }
 
     /// The first canary `bytes` carry, in any of its forms.
-    pub fn scan(&self, bytes: &[u8], found_in: FoundIn) -> Option<Hit> {
+    pub(crate) fn scan(&self, bytes: &[u8], found_in: FoundIn) -> Option<Hit> {
         let found = self
             .exact
             .as_ref()
@@ -160,7 +160,7 @@ impl Scanner {
 
     /// The first canary a name carries: in any form, in either case, as it is or across
     /// its labels once the dots are removed.
-    pub fn scan_name(&self, name: &str, found_in: FoundIn) -> Option<Hit> {
+    pub(crate) fn scan_name(&self, name: &str, found_in: FoundIn) -> Option<Hit> {
         let names = self.names.as_ref()?;
         if let Some(found) = names.find(name.as_bytes()) {
             return Some(self.hit(found, found_in));

@@ -20,10 +20,10 @@ use crate::policy::{Host, HostName, Reason, Target, Verdict};
 
 /// The TTL of an `A` answer: short, so a client asks again (and is judged again) soon
 /// after a reload narrows the policy.
-pub const TTL: u32 = 60;
+pub(crate) const TTL: u32 = 60;
 
 /// What [`answer`] reads besides the message.
-pub struct Given<'a> {
+pub(crate) struct Given<'a> {
     pub policies: &'a Policies,
     pub synthetic: &'a SyntheticNames,
     /// The audit log cannot be written and the proxy fails closed.
@@ -32,7 +32,7 @@ pub struct Given<'a> {
 
 /// What a message came to: the listener counts each, and audits the refusals.
 #[derive(Debug)]
-pub enum Settled {
+pub(crate) enum Settled {
     /// An allowed name: its `A` answer, or an empty `NOERROR` for another type; or the
     /// `PTR` answer for a synthetic address handed out (the name it stands for).
     Allowed,
@@ -54,13 +54,13 @@ pub enum Settled {
 /// The answer to one DNS message and what it came to. `message` is `None` when
 /// nothing is sent back.
 #[derive(Debug)]
-pub struct Answer {
+pub(crate) struct Answer {
     pub message: Option<Vec<u8>>,
     pub judged: Settled,
 }
 
 /// Answer the DNS message `bytes`.
-pub fn answer(bytes: &[u8], given: &Given) -> Answer {
+pub(crate) fn answer(bytes: &[u8], given: &Given) -> Answer {
     let request = match Message::from_vec(bytes) {
         Ok(m) => m,
         Err(_) => return unreadable(bytes),

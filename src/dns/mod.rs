@@ -14,8 +14,8 @@
 //!   writer. UDP is a plain blocking loop (one `recvfrom` and one `sendto` a query, no
 //!   readiness polling); TCP connections are tasks on a single-threaded runtime.
 
-pub mod answer;
-pub mod recent;
+pub(crate) mod answer;
+pub(crate) mod recent;
 
 use std::io::{self, ErrorKind};
 use std::net::SocketAddr;
@@ -39,7 +39,7 @@ use recent::Recent;
 
 /// TCP connections served at once; more are closed at once (a stub resolver uses TCP
 /// only for the rare answer too large for UDP, and retries).
-pub const MAX_TCP_CONNECTIONS: usize = 256;
+pub(crate) const MAX_TCP_CONNECTIONS: usize = 256;
 
 /// The largest UDP datagram.
 const MAX_DATAGRAM: usize = 65_535;
@@ -60,7 +60,7 @@ struct Listener {
 }
 
 /// The DNS listener's threads.
-pub struct DnsThread {
+pub(crate) struct DnsThread {
     udp: JoinHandle<()>,
     tcp: JoinHandle<()>,
 }
@@ -68,7 +68,7 @@ pub struct DnsThread {
 /// Serve DNS on `udp` and `tcp` (normally bound to one address), on threads of their
 /// own, until the proxy stops serving. Must be called inside a tokio runtime (the
 /// sockets are registered with it; they move to the threads).
-pub fn start(udp: UdpSocket, tcp: TcpListener, state: Arc<State>) -> io::Result<DnsThread> {
+pub(crate) fn start(udp: UdpSocket, tcp: TcpListener, state: Arc<State>) -> io::Result<DnsThread> {
     let udp = udp.into_std()?;
     udp.set_nonblocking(false)?;
     udp.set_read_timeout(Some(STOP_POLL))?;
@@ -101,7 +101,7 @@ pub fn start(udp: UdpSocket, tcp: TcpListener, state: Arc<State>) -> io::Result<
 impl DnsThread {
     /// Wait for the threads to end (they do once the proxy stops serving): every record
     /// of their answers is queued by then.
-    pub async fn join(self) {
+    pub(crate) async fn join(self) {
         let DnsThread { udp, tcp } = self;
         let _ = tokio::task::spawn_blocking(move || {
             let _ = udp.join();

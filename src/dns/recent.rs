@@ -12,28 +12,28 @@ use crate::judgement::refusal::Refusal;
 use crate::policy::Reason;
 
 /// How long a refusal stands for the same question from the same socket.
-pub const WINDOW: Duration = Duration::from_secs(2);
+pub(crate) const WINDOW: Duration = Duration::from_secs(2);
 
 /// At most this many refusals are remembered; when that many are younger than
 /// [`WINDOW`], every refusal is recorded (more records, never fewer).
-pub const CAPACITY: usize = 4096;
+pub(crate) const CAPACITY: usize = 4096;
 
 type Key = (SocketAddr, String, Reason);
 
 /// Refusals recorded in the last [`WINDOW`], by client socket, name and reason.
 #[derive(Default)]
-pub struct Recent {
+pub(crate) struct Recent {
     seen: Mutex<HashMap<Key, Instant>>,
 }
 
 impl Recent {
-    pub fn new() -> Recent {
+    pub(crate) fn new() -> Recent {
         Recent::default()
     }
 
     /// Whether `refusal` for `client` is to be recorded: false when the same one was
     /// recorded less than [`WINDOW`] ago.
-    pub fn first(&self, client: SocketAddr, refusal: &Refusal) -> bool {
+    pub(crate) fn first(&self, client: SocketAddr, refusal: &Refusal) -> bool {
         self.first_at(client, refusal, Instant::now())
     }
 

@@ -20,15 +20,15 @@ use super::policies::Policies;
 use crate::session::Session;
 
 /// Approvals pending on the proxy at once, at most.
-pub const MAX_PENDING: usize = 256;
+pub(crate) const MAX_PENDING: usize = 256;
 /// Approvals pending for one session (or for requests without one) at once, at most.
-pub const MAX_PENDING_PER_SESSION: usize = 16;
+pub(crate) const MAX_PENDING_PER_SESSION: usize = 16;
 /// The longest path an approval shows, in bytes.
 const MAX_PATH: usize = 256;
 
 /// How an approval ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     AllowOnce,
     AllowSession,
     Deny,
@@ -37,7 +37,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// A reviewer's decision as `POST /v1/approvals/{id}` spells it.
-    pub fn parse(text: &str) -> Option<Outcome> {
+    pub(crate) fn parse(text: &str) -> Option<Outcome> {
         match text {
             "allow-once" => Some(Outcome::AllowOnce),
             "allow-session" => Some(Outcome::AllowSession),
@@ -46,7 +46,7 @@ impl Outcome {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::AllowOnce => "allow-once",
             Outcome::AllowSession => "allow-session",
@@ -56,7 +56,7 @@ impl Outcome {
     }
 
     /// The audit event each held request writes when it ends.
-    pub fn event(self) -> &'static str {
+    pub(crate) fn event(self) -> &'static str {
         match self {
             Outcome::AllowOnce | Outcome::AllowSession => "approval.allowed",
             Outcome::Deny => "approval.denied",
@@ -64,7 +64,7 @@ impl Outcome {
         }
     }
 
-    pub fn allows(self) -> bool {
+    pub(crate) fn allows(self) -> bool {
         matches!(self, Outcome::AllowOnce | Outcome::AllowSession)
     }
 }
@@ -73,7 +73,7 @@ impl Outcome {
 /// force when it was made, which each held request is judged by again (an approval
 /// never outlives a reload that narrowed them).
 #[derive(Clone)]
-pub struct Decided {
+pub(crate) struct Decided {
     pub outcome: Outcome,
     /// `None` for `deny` and the timeout.
     pub policies: Option<Arc<Policies>>,
@@ -81,7 +81,7 @@ pub struct Decided {
 
 /// One request held on an approval, as the list shows it.
 #[derive(Debug, Clone)]
-pub struct Held {
+pub(crate) struct Held {
     pub method: String,
     /// Path and query cut to 256 bytes; `None` for a tunnel.
     pub path: Option<String>,
@@ -90,7 +90,7 @@ pub struct Held {
 
 /// What a held request asks for, as the list shows it.
 #[derive(Debug, Clone)]
-pub struct Wanted {
+pub(crate) struct Wanted {
     pub host: String,
     pub port: u16,
     pub method: String,
@@ -101,7 +101,7 @@ pub struct Wanted {
 }
 
 /// One pending approval.
-pub struct Pending {
+pub(crate) struct Pending {
     pub id: String,
     pub session: Option<Arc<Session>>,
     pub asked: Wanted,
@@ -120,12 +120,12 @@ impl Pending {
     }
 
     /// Requests waiting on it now.
-    pub fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.held().len()
     }
 
     /// The requests waiting on it now, oldest first.
-    pub fn requests(&self) -> Vec<Held> {
+    pub(crate) fn requests(&self) -> Vec<Held> {
         self.held().iter().map(|(_, h)| h.clone()).collect()
     }
 
@@ -145,7 +145,7 @@ impl Pending {
 }
 
 /// The pending approvals of the proxy (with a shared store, of this replica).
-pub struct Approvals {
+pub(crate) struct Approvals {
     pending: Mutex<HashMap<String, Arc<Pending>>>,
     /// The next waiter's serial number.
     serial: AtomicU64,
@@ -155,11 +155,11 @@ pub struct Approvals {
 
 /// Too many approvals are pending.
 #[derive(Debug)]
-pub struct Full;
+pub(crate) struct Full;
 
 /// A request waiting on an approval; it stops waiting when dropped (its client went
 /// away), and an approval nobody waits for any more is withdrawn.
-pub struct Waiter<'a> {
+pub(crate) struct Waiter<'a> {
     approvals: &'a Approvals,
     serial: u64,
     pub pending: Arc<Pending>,
@@ -179,7 +179,7 @@ impl Drop for Waiter<'_> {
 }
 
 impl Approvals {
-    pub fn new(sessionless: Option<Duration>) -> Approvals {
+    pub(crate) fn new(sessionless: Option<Duration>) -> Approvals {
         Approvals {
             pending: Mutex::new(HashMap::new()),
             serial: AtomicU64::new(0),
@@ -195,7 +195,7 @@ impl Approvals {
     /// that destination (its list then shows this request too), or a new one that
     /// expires after `timeout`. A decided approval is no longer pending: a request that
     /// comes after a decision waits on a new one.
-    pub fn join(
+    pub(crate) fn join(
         &self,
         session: Option<&Arc<Session>>,
         mut asked: Wanted,
@@ -245,7 +245,7 @@ impl Approvals {
     }
 
     /// Wait for the decision, the timeout, or the end of the session.
-    pub async fn wait(&self, waiter: &Waiter<'_>) -> Decided {
+    pub(crate) async fn wait(&self, waiter: &Waiter<'_>) -> Decided {
         let pending = &waiter.pending;
         let mut rx = pending.outcome.subscribe();
         let ended = crate::session::until_ended(pending.session.as_deref());
@@ -273,7 +273,7 @@ impl Approvals {
     /// Decide approval `id`: the requests waiting on it now go on with `decided`, and
     /// only they (a request that comes later waits on a new approval). Returns them;
     /// `None` when it is no longer pending (decided, expired or withdrawn).
-    pub fn decide(&self, id: &str, decided: Decided) -> Option<Vec<Held>> {
+    pub(crate) fn decide(&self, id: &str, decided: Decided) -> Option<Vec<Held>> {
         self.settle(id, decided)
     }
 
@@ -287,12 +287,12 @@ impl Approvals {
     }
 
     /// The approval `id`, if pending.
-    pub fn get(&self, id: &str) -> Option<Arc<Pending>> {
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Pending>> {
         self.lock().get(id).cloned()
     }
 
     /// Every pending approval, oldest first.
-    pub fn list(&self) -> Vec<Arc<Pending>> {
+    pub(crate) fn list(&self) -> Vec<Arc<Pending>> {
         let mut all: Vec<Arc<Pending>> = self.lock().values().cloned().collect();
         all.sort_by_key(|p| p.since);
         all

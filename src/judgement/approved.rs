@@ -14,7 +14,7 @@ use crate::session::Session;
 
 /// A request the policy allowed, with the addresses that passed the address check.
 #[derive(Debug, Clone)]
-pub struct Approved {
+pub(crate) struct Approved {
     pub target: Target,
     pub addrs: Vec<CheckedAddr>,
     pub decision: Decision,
@@ -42,7 +42,7 @@ pub struct Approved {
 
 /// How a request was judged beyond its host and port.
 #[derive(Debug, Clone)]
-pub enum Judged {
+pub(crate) enum Judged {
     /// No entry that matched had rules: the request goes on as it came.
     Whole,
     /// Its path was judged in this normalised form, which is what upstream is sent.
@@ -54,7 +54,7 @@ pub enum Judged {
 /// Where the question is asked: on a connection of its own, or inside an intercepted
 /// tunnel (whose target, session, policies and addresses it keeps).
 #[derive(Clone, Copy)]
-pub enum Scope<'a> {
+pub(crate) enum Scope<'a> {
     Connection,
     Inside(&'a Approved),
 }

@@ -15,7 +15,7 @@ use crate::policy::Target;
 use crate::session::{AuthError, Session};
 
 /// One question for [`super::judge::judge`].
-pub struct Ask<'a> {
+pub(crate) struct Ask<'a> {
     /// The destination, already read and checked by the listener.
     pub target: Target,
     /// Who asks (step 2 of the order of judgement).
@@ -36,13 +36,13 @@ pub struct Ask<'a> {
 
 /// Bytes a listener read from its client besides the target, looked through for the
 /// canaries in the listener's own terms (where each part is: a URL, a header field).
-pub trait Exposed {
+pub(crate) trait Exposed {
     /// The first canary `scanner` finds in them.
     fn scan(&self, scanner: &Scanner) -> Option<Hit>;
 }
 
 /// The credentials a client presented, as its listener read them.
-pub enum Credentials {
+pub(crate) enum Credentials {
     /// None presented.
     None,
     /// A session id and token, not yet verified.
@@ -54,7 +54,7 @@ pub enum Credentials {
 }
 
 /// What is asked of the destination.
-pub enum What<'a> {
+pub(crate) enum What<'a> {
     /// A tunnel: bytes both ways, judged by host and port (and, for an inspected host,
     /// each request read inside).
     Tunnel,
@@ -65,7 +65,7 @@ pub enum What<'a> {
 }
 
 /// A request's parts the judgement reads.
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// Its method, as the client sent it.
     pub method: Method,
     /// Its path and query (`/` when it has none).
@@ -78,11 +78,11 @@ pub struct Request<'a> {
 
 /// A request method's name: a borrowed `'static` name for the standard methods, so
 /// the common request allocates nothing for it.
-pub type Method = Cow<'static, str>;
+pub(crate) type Method = Cow<'static, str>;
 
 /// The client's `X-Network-Policy`, as it came.
 #[derive(Clone, Copy)]
-pub enum Narrowing<'a> {
+pub(crate) enum Narrowing<'a> {
     /// None sent.
     Absent,
     /// One, with this text.
@@ -95,7 +95,7 @@ pub enum Narrowing<'a> {
 
 impl Ask<'_> {
     /// A tunnel to `target` with `credentials`, no narrowing (SOCKS5, transparent).
-    pub fn tunnel(target: Target, credentials: Credentials) -> Ask<'static> {
+    pub(crate) fn tunnel(target: Target, credentials: Credentials) -> Ask<'static> {
         Ask {
             target,
             credentials,

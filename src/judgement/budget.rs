@@ -24,14 +24,14 @@ use crate::session::{Held, Leases, StoreError};
 
 /// The bytes one session (or the proxy) has sent upstream.
 #[derive(Debug, Default)]
-pub struct Meter {
+pub(crate) struct Meter {
     spent: AtomicU64,
 }
 
 impl Meter {
     /// Take up to `want` bytes under `limit` (`None`: no limit, every byte is counted);
     /// returns how many were granted. Never lets the total pass `limit`.
-    pub fn take(&self, want: u64, limit: Option<u64>) -> u64 {
+    pub(crate) fn take(&self, want: u64, limit: Option<u64>) -> u64 {
         let Some(limit) = limit else {
             self.spent.fetch_add(want, Ordering::Relaxed);
             return want;
@@ -56,7 +56,7 @@ impl Meter {
 
     /// Take all of `want` under `limit`, or nothing: a request head is sent whole or
     /// not at all. Returns whether it was taken.
-    pub fn take_whole(&self, want: u64, limit: Option<u64>) -> bool {
+    pub(crate) fn take_whole(&self, want: u64, limit: Option<u64>) -> bool {
         let Some(limit) = limit else {
             self.spent.fetch_add(want, Ordering::Relaxed);
             return true;
@@ -78,7 +78,7 @@ impl Meter {
         }
     }
 
-    pub fn spent(&self) -> u64 {
+    pub(crate) fn spent(&self) -> u64 {
         self.spent.load(Ordering::Relaxed)
     }
 }
@@ -86,7 +86,7 @@ impl Meter {
 /// What an approved request or tunnel may send upstream: its session's (or the
 /// proxy's) meter, under the budget in force for it.
 #[derive(Clone)]
-pub struct Allowance {
+pub(crate) struct Allowance {
     meter: Arc<Meter>,
     budget: Option<Budget>,
     /// With a shared store, a session's bytes come from what this replica holds of its
@@ -113,7 +113,7 @@ impl std::fmt::Debug for Allowance {
 impl Allowance {
     /// No budget, counted on a meter of its own.
     #[cfg(test)]
-    pub fn unlimited() -> Allowance {
+    pub(crate) fn unlimited() -> Allowance {
         Allowance {
             meter: Arc::default(),
             budget: None,
@@ -123,7 +123,7 @@ impl Allowance {
 
     /// An allowance of `budget` on a fresh meter.
     #[cfg(test)]
-    pub fn of(budget: Option<Budget>) -> Allowance {
+    pub(crate) fn of(budget: Option<Budget>) -> Allowance {
         Allowance {
             meter: Arc::default(),
             budget,
@@ -132,7 +132,7 @@ impl Allowance {
     }
 
     /// Grant up to `want` bytes: all of them without a budget, else what still fits.
-    pub fn grant(&self, want: usize) -> usize {
+    pub(crate) fn grant(&self, want: usize) -> usize {
         match (&self.fleet, self.budget) {
             (Some(f), Some(_)) => f.held.take(want as u64) as usize,
             (Some(f), None) => {
@@ -144,7 +144,7 @@ impl Allowance {
     }
 
     /// Grant all of `want` bytes or none (see [`Meter::take_whole`]).
-    pub fn grant_whole(&self, want: u64) -> bool {
+    pub(crate) fn grant_whole(&self, want: u64) -> bool {
         match (&self.fleet, self.budget) {
             (Some(f), Some(_)) => f.held.take_whole(want),
             (Some(f), None) => {
@@ -156,14 +156,14 @@ impl Allowance {
     }
 
     /// Whether the bytes come from a fleet-wide budget, drawn from the store.
-    pub fn leased(&self) -> bool {
+    pub(crate) fn leased(&self) -> bool {
         self.fleet.is_some() && self.budget.is_some()
     }
 
     /// With a fleet-wide budget, make this replica hold at least `need` bytes when the
     /// fleet has them: one draw from the store when it holds less. Without one, or
     /// holding enough already, nothing to do.
-    pub async fn fill(&self, need: u64) -> Result<(), StoreError> {
+    pub(crate) async fn fill(&self, need: u64) -> Result<(), StoreError> {
         match (&self.fleet, self.budget) {
             (Some(f), Some(b)) if f.held.avail() < need.max(1) => {
                 f.leases.fill(&f.id, &f.held, b.bytes, need).await
@@ -175,7 +175,7 @@ impl Allowance {
     /// Grant up to `want` bytes, drawing from the store first when this replica holds
     /// fewer (a tunnel or a body that outlasts its holding). What the store cannot give
     /// is not granted.
-    pub async fn grant_filled(&self, want: usize) -> usize {
+    pub(crate) async fn grant_filled(&self, want: usize) -> usize {
         let granted = self.grant(want);
         if granted == want || !self.leased() {
             return granted;
@@ -188,12 +188,12 @@ impl Allowance {
     }
 
     /// The budget in force, if any.
-    pub fn budget(&self) -> Option<Budget> {
+    pub(crate) fn budget(&self) -> Option<Budget> {
         self.budget
     }
 
     /// Bytes left under the budget; `None` without one.
-    pub fn remaining(&self) -> Option<u64> {
+    pub(crate) fn remaining(&self) -> Option<u64> {
         let budget = self.budget?;
         if let Some(f) = &self.fleet {
             return Some(f.held.avail());
@@ -205,7 +205,7 @@ impl Allowance {
 /// The error a relay or a request body ends with when the budget is spent: the
 /// bytes that fit went upstream, the rest did not.
 #[derive(Debug)]
-pub struct Spent;
+pub(crate) struct Spent;
 
 impl std::fmt::Display for Spent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -216,12 +216,12 @@ impl std::fmt::Display for Spent {
 impl std::error::Error for Spent {}
 
 /// [`Spent`] as an I/O error.
-pub fn spent() -> io::Error {
+pub(crate) fn spent() -> io::Error {
     io::Error::other(Spent)
 }
 
 /// Whether `e` (or what caused it) is [`Spent`].
-pub fn is_spent(e: &(dyn std::error::Error + 'static)) -> bool {
+pub(crate) fn is_spent(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause = Some(e);
     while let Some(e) = cause {
         if e.is::<Spent>() {
@@ -310,7 +310,7 @@ pub(crate) fn refusal(target: &Target, budget: Budget) -> Refusal {
 }
 
 mod budgets;
-pub use budgets::Budgets;
+pub(crate) use budgets::Budgets;
 
 #[cfg(test)]
 mod tests;

@@ -17,17 +17,17 @@ use crate::policy::{Target, Tunnels, Verdict};
 
 /// The most bytes read while waiting for a whole ClientHello (a record is at most 16 KiB
 /// plus its header; a hello spread over two records still fits).
-pub const MAX_HELLO_BYTES: usize = 2 * (16 * 1024 + 5);
+pub(crate) const MAX_HELLO_BYTES: usize = 2 * (16 * 1024 + 5);
 
 /// The first byte of a TLS handshake record.
-pub const TLS_HANDSHAKE: u8 = 0x16;
+pub(crate) const TLS_HANDSHAKE: u8 = 0x16;
 
 /// What the ClientHello reader makes of the bytes seen so far: `None` while more are
 /// needed. Bytes that start a handshake record but give no ClientHello it can read
 /// (malformed, or not whole within [`MAX_HELLO_BYTES`]) are [`FirstBytes::Unreadable`],
 /// never bytes that are not TLS: the server might read a name from them that the proxy
 /// did not see. Pure, so it can be fuzzed and table-tested.
-pub fn read_hello(bytes: &[u8]) -> Option<FirstBytes> {
+pub(crate) fn read_hello(bytes: &[u8]) -> Option<FirstBytes> {
     match bytes.first() {
         None => return None,
         Some(&TLS_HANDSHAKE) => {}
@@ -58,7 +58,7 @@ pub fn read_hello(bytes: &[u8]) -> Option<FirstBytes> {
 /// What bytes the reader still waited on are when no more will come (the client closed,
 /// or the time is up): nothing is [`FirstBytes::ServerFirst`], a hello begun is
 /// [`FirstBytes::Unreadable`].
-pub fn cut_short(bytes: &[u8]) -> FirstBytes {
+pub(crate) fn cut_short(bytes: &[u8]) -> FirstBytes {
     match bytes.first() {
         None => FirstBytes::ServerFirst,
         Some(&TLS_HANDSHAKE) => FirstBytes::Unreadable,
@@ -70,7 +70,7 @@ pub fn cut_short(bytes: &[u8]) -> FirstBytes {
 /// (SMTP, SSH servers), or `timeout` passes with nothing from the client, that is
 /// [`FirstBytes::ServerFirst`]. Returns what was seen and every byte read, to be sent on
 /// unchanged.
-pub async fn first_bytes<R: AsyncRead + Unpin>(
+pub(crate) async fn first_bytes<R: AsyncRead + Unpin>(
     client: &mut R,
     upstream: &TcpStream,
     timeout: Duration,
@@ -100,7 +100,7 @@ pub async fn first_bytes<R: AsyncRead + Unpin>(
 
 /// Judge a tunnel by its first bytes (docs/reference/policy-files.md, "Tunnels"): `Ok` with the bytes to send upstream
 /// first, or the `sni_mismatch` refusal, in which case nothing has reached upstream.
-pub async fn admit<R: AsyncRead + Unpin>(
+pub(crate) async fn admit<R: AsyncRead + Unpin>(
     client: &mut R,
     upstream: &TcpStream,
     target: &Target,
@@ -121,7 +121,7 @@ pub async fn admit<R: AsyncRead + Unpin>(
 /// refusal (report mode refuses a tunnel's first bytes too: nothing of them is sent).
 /// A server name that carries a canary is `exfiltration_detected` (docs/reference/dlp.md),
 /// whatever `[tunnels]` says of it.
-pub fn judge_first(
+pub(crate) fn judge_first(
     first: &FirstBytes,
     target: &Target,
     tunnels: &Tunnels,

@@ -33,7 +33,7 @@ pub(super) fn scan(ask: &Ask<'_>, scanner: &Scanner, inside: bool) -> Option<Hit
 /// What a tripped canary does under `policies` for `session`: the organization's
 /// `on_trip`, unless the session's `"on_canary"` says `end-session` (a session may not
 /// relax the organization's `end-session`; that was refused when it was created).
-pub fn on_trip(policies: &Policies, session: Option<&Arc<Session>>) -> OnTrip {
+pub(crate) fn on_trip(policies: &Policies, session: Option<&Arc<Session>>) -> OnTrip {
     match session.and_then(|s| s.on_canary) {
         Some(OnTrip::EndSession) => OnTrip::EndSession,
         _ => policies.org.canaries().on_trip,
@@ -58,7 +58,7 @@ pub(super) async fn tripped(
 /// or first bytes too), end `session` unless `on_trip` is `refuse`: at once, on every
 /// replica, as `DELETE` does, with a `session.ended` record (`"cause": "canary"`).
 /// Anything but a canary's refusal ends nothing.
-pub async fn end_session(
+pub(crate) async fn end_session(
     state: &State,
     on_trip: OnTrip,
     session: Option<&Arc<Session>>,

@@ -183,7 +183,10 @@ fn approvable(
 /// Whether the policies in force now still allow approval `pending`'s destination
 /// (host and port, as a tunnel to it is judged): `Err` with their refusal when they do
 /// not. Each held request is judged again by them, its method and path too.
-pub fn allowed_now(policies: &Policies, pending: &approvals::Pending) -> Result<(), Refusal> {
+pub(crate) fn allowed_now(
+    policies: &Policies,
+    pending: &approvals::Pending,
+) -> Result<(), Refusal> {
     let asked = &pending.asked;
     let host = HostName::parse(&asked.host).map_err(|_| {
         Refusal::new(Reason::InvalidHost, asked.host.clone(), asked.port)
@@ -199,7 +202,7 @@ pub fn allowed_now(policies: &Policies, pending: &approvals::Pending) -> Result<
 
 /// The entry `allow-session` adds to `session`'s policy, checked to stay inside the
 /// policies in force; `Err` says why it cannot.
-pub fn widen_session(
+pub(crate) fn widen_session(
     policies: &Policies,
     session: &Session,
     entry: &str,

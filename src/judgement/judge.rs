@@ -30,7 +30,7 @@ use crate::session::{AuthError, Session, SessionPolicy};
 /// session and policies (those its `CONNECT` was decided with) are kept, narrowed by
 /// the `CONNECT`'s `X-Network-Policy` and then the request's own, and the request goes
 /// to the tunnel's checked addresses (docs/reference/inspection.md).
-pub async fn judge(
+pub(crate) async fn judge(
     ask: Ask<'_>,
     scope: Scope<'_>,
     state: &State,
@@ -166,7 +166,7 @@ pub async fn judge(
 /// query): the audit check, its narrowing, the levels of a connection without a
 /// session, the decision, by the same steps as [`judge`]'s. Whatever comes after the
 /// decision (a reviewer, a budget, resolving) is not a name's.
-pub fn decide_now(
+pub(crate) fn decide_now(
     ask: &Ask<'_>,
     policies: &Policies,
     audit_refusing: bool,

@@ -47,23 +47,23 @@
 //! approved, checked addresses, judges the first bytes with [`client_hello::admit`] and
 //! relays.
 
-pub mod approvals;
-pub mod approved;
-pub mod ask;
-pub mod budget;
-pub mod client_hello;
-pub mod decide;
-pub mod exfiltration;
-pub mod hold;
-pub mod judge;
-pub mod pending;
-pub mod policies;
-pub mod record;
-pub mod refusal;
-pub mod relayed;
-pub mod request;
-pub mod state;
-pub mod tunnel_counts;
+pub(crate) mod approvals;
+pub(crate) mod approved;
+pub(crate) mod ask;
+pub(crate) mod budget;
+pub(crate) mod client_hello;
+pub(crate) mod decide;
+pub(crate) mod exfiltration;
+pub(crate) mod hold;
+pub(crate) mod judge;
+pub(crate) mod pending;
+pub(crate) mod policies;
+pub(crate) mod record;
+pub(crate) mod refusal;
+pub(crate) mod relayed;
+pub(crate) mod request;
+pub(crate) mod state;
+pub(crate) mod tunnel_counts;
 
-pub use policies::Policies;
-pub use state::{Limits, Phase, State};
+pub(crate) use policies::Policies;
+pub(crate) use state::{Limits, Phase, State};

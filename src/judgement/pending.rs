@@ -9,7 +9,7 @@
 
 /// Unfinished connections per client address, capped at `--max-pending-per-client`:
 /// the same counter as the tunnels'.
-pub use super::tunnel_counts::{ClientCounts as PendingCounts, ClientSlot as PendingSlot};
+pub(crate) use super::tunnel_counts::{ClientCounts as PendingCounts, ClientSlot as PendingSlot};
 
 #[cfg(test)]
 mod tests {

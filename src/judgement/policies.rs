@@ -10,7 +10,7 @@ use crate::policy::{check_narrowing, OrgPolicy, RequestPolicy, Widening};
 /// ([`super::State::swap_policies`]), so a request sees either the old set or the new
 /// one, never a mix.
 #[derive(Debug)]
-pub struct Policies {
+pub(crate) struct Policies {
     pub org: OrgPolicy,
     /// `serve --policy`, when given: the level above every session.
     pub serve_policy: Option<RequestPolicy>,
@@ -30,7 +30,7 @@ pub struct Policies {
 impl Policies {
     /// The policies of `org` and `--policy`, with the widening state: `widening` is set
     /// when `serve_policy` asks for more than `org` allows.
-    pub fn new(org: OrgPolicy, serve_policy: Option<RequestPolicy>) -> Policies {
+    pub(crate) fn new(org: OrgPolicy, serve_policy: Option<RequestPolicy>) -> Policies {
         let widening = serve_policy
             .as_ref()
             .and_then(|p| check_narrowing(&org, &[], p).err());
@@ -51,7 +51,7 @@ impl Policies {
 impl Policies {
     /// The entries (organization, `--policy`, the default policy) whose tunnels are
     /// intercepted: a proxy with any needs a CA (docs/reference/inspection.md).
-    pub fn inspected_entries(&self) -> Vec<String> {
+    pub(crate) fn inspected_entries(&self) -> Vec<String> {
         let mut inspected = self.org.inspected_entries();
         inspected.extend(self.serve_policy.iter().flat_map(|p| p.inspected_entries()));
         inspected.extend(self.org.default_policy().inspected_entries());

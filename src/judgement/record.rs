@@ -17,7 +17,7 @@ use crate::policy::{Level, Target, Verdict};
 
 /// What is being answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Asked {
+pub(crate) enum Asked {
     /// A proxied HTTP request, with its method.
     Request(Method),
     /// A `CONNECT`: one tunnel.
@@ -30,7 +30,7 @@ pub enum Asked {
 
 impl Asked {
     /// The audit record's `method`: empty when no request was read.
-    pub fn method(&self) -> &str {
+    pub(crate) fn method(&self) -> &str {
         match self {
             Asked::Request(m) => m,
             Asked::Connect => "CONNECT",
@@ -42,7 +42,7 @@ impl Asked {
 
 /// Who is asking, and what: carried through a request for its audit record.
 #[derive(Debug, Clone)]
-pub struct Client {
+pub(crate) struct Client {
     pub addr: SocketAddr,
     pub request_id: String,
     pub asked: Asked,
@@ -54,7 +54,7 @@ pub struct Client {
 
 impl Client {
     /// A new request (or connection) from `addr`, with a fresh request id.
-    pub fn new(addr: SocketAddr, asked: Asked) -> Client {
+    pub(crate) fn new(addr: SocketAddr, asked: Asked) -> Client {
         Client {
             addr,
             request_id: new_request_id(),
@@ -65,13 +65,13 @@ impl Client {
     }
 
     /// The same, through another listener.
-    pub fn via(mut self, via: Via) -> Client {
+    pub(crate) fn via(mut self, via: Via) -> Client {
         self.via = via;
         self
     }
 
     /// The same, read inside an intercepted tunnel whose record sums its bytes.
-    pub fn within(mut self, tunnel: Option<Relayed>) -> Client {
+    pub(crate) fn within(mut self, tunnel: Option<Relayed>) -> Client {
         self.within = tunnel;
         self
     }
@@ -79,7 +79,7 @@ impl Client {
 
 /// Count a judged request (plain HTTP), connection (`CONNECT`, or refused before a
 /// request was read) or DNS query in the metrics.
-pub fn count(state: &State, client: &Client, outcome: Outcome) {
+pub(crate) fn count(state: &State, client: &Client, outcome: Outcome) {
     match client.asked {
         Asked::Request(_) => state.metrics.request(outcome),
         Asked::Connect | Asked::BeforeRequest => state.metrics.connection(outcome),
@@ -88,7 +88,7 @@ pub fn count(state: &State, client: &Client, outcome: Outcome) {
 }
 
 /// Count an approved request or tunnel: allowed, or let through by report mode.
-pub fn count_approved(state: &State, client: &Client, approved: &Approved) {
+pub(crate) fn count_approved(state: &State, client: &Client, approved: &Approved) {
     let outcome = match approved.decision.verdict {
         Verdict::WouldDeny(reason) => Outcome::WouldDeny(reason),
         _ => Outcome::Allowed,
@@ -99,7 +99,7 @@ pub fn count_approved(state: &State, client: &Client, approved: &Approved) {
 /// The URL of a request read inside an intercepted tunnel, for the audit record:
 /// `https://` and the tunnel's authority, then the request's path and query (cut as
 /// every recorded URL is).
-pub fn inspected_url(path_and_query: &str, target: &Target) -> String {
+pub(crate) fn inspected_url(path_and_query: &str, target: &Target) -> String {
     let authority = match target.port {
         443 => target
             .host
@@ -114,7 +114,7 @@ pub fn inspected_url(path_and_query: &str, target: &Target) -> String {
 /// Record a stop of the judgement the same way at every door: a denial counted and
 /// audited ([`audit_refusal`]), a failure (an allowed destination that could not be
 /// reached) counted and logged. `url` is asked for only when a record is written.
-pub async fn record_stop(
+pub(crate) async fn record_stop(
     state: &State,
     client: &Client,
     stop: &Stop,
@@ -131,7 +131,12 @@ pub async fn record_stop(
 
 /// Count and write the audit record of a refusal (waiting while the audit queue is
 /// full: a refusal is answered only once its record is queued).
-pub async fn audit_refusal(state: &State, client: &Client, refusal: &Refusal, url: Option<String>) {
+pub(crate) async fn audit_refusal(
+    state: &State,
+    client: &Client,
+    refusal: &Refusal,
+    url: Option<String>,
+) {
     count(state, client, Outcome::Denied(refusal.reason));
     state
         .audit
@@ -141,7 +146,7 @@ pub async fn audit_refusal(state: &State, client: &Client, refusal: &Refusal, ur
 
 /// [`audit_refusal`] from code that cannot wait (a drop): queued at once, or by a task
 /// that waits for room. Never dropped.
-pub fn audit_refusal_detached(
+pub(crate) fn audit_refusal_detached(
     state: &State,
     client: &Client,
     refusal: &Refusal,
@@ -155,7 +160,7 @@ pub fn audit_refusal_detached(
 
 /// Write the `egress.would_deny` record of a denial report mode let through (it is
 /// counted with the allowed request).
-pub async fn audit_would_deny(
+pub(crate) async fn audit_would_deny(
     state: &State,
     client: &Client,
     refusal: &Refusal,
@@ -170,7 +175,7 @@ pub async fn audit_would_deny(
 /// Write the audit record of an allowed connection (only with `--audit-allowed`). It is
 /// written when the request or tunnel ends, from code that cannot wait, so it never
 /// waits for room in the queue (and is never dropped).
-pub fn audit_allowed(
+pub(crate) fn audit_allowed(
     state: &State,
     client: &Client,
     approved: &Approved,
@@ -213,7 +218,7 @@ fn approved_record(
 /// (`websocket.closed`, the bytes each way), whatever `--audit-allowed` says
 /// (docs/reference/audit-log.md). Written from code that cannot wait, as
 /// [`audit_allowed`].
-pub fn audit_websocket(
+pub(crate) fn audit_websocket(
     state: &State,
     client: &Client,
     approved: &Approved,
@@ -229,7 +234,7 @@ pub fn audit_websocket(
 /// The record of a held request's approval when it ends (docs/reference/approvals.md):
 /// `approval.allowed`, `approval.denied` or `approval.expired`, with the approval's id
 /// and how it was decided. A refused request writes its `egress.denied` too.
-pub async fn audit_approval(
+pub(crate) async fn audit_approval(
     state: &State,
     client: &Client,
     pending: &Pending,
@@ -264,7 +269,7 @@ pub async fn audit_approval(
 /// (`refusal` says which budget): an `egress.denied` record with the bytes it carried,
 /// written instead of its allowed record, whatever `--audit-allowed` says. Written from
 /// code that cannot wait, as [`audit_allowed`].
-pub fn audit_cut(
+pub(crate) fn audit_cut(
     state: &State,
     client: &Client,
     refusal: &Refusal,

@@ -24,12 +24,12 @@ pub(crate) enum Limit {
 }
 
 /// What the record and the answer say of a name that carries a secret.
-pub const REDACTED: &str = "[redacted]";
+pub(crate) const REDACTED: &str = "[redacted]";
 
 /// A request the proxy refuses: the reason (from the closed set of
 /// docs/reference/answers.md) and what decided it.
 #[derive(Debug, Clone)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     pub reason: Reason,
     pub host: String,
     pub port: u16,
@@ -47,7 +47,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    pub fn new(reason: Reason, host: String, port: u16) -> Refusal {
+    pub(crate) fn new(reason: Reason, host: String, port: u16) -> Refusal {
         let level = match reason {
             Reason::InvalidPolicy | Reason::PolicyWidening => Some(Level::Request),
             _ => None,
@@ -70,7 +70,7 @@ impl Refusal {
     /// The refusal of a request that carries a canary (docs/reference/dlp.md):
     /// `exfiltration_detected` at level `dlp`. Found in the destination's name, the name
     /// is not repeated anywhere (the record's and the answer's `host` say `[redacted]`).
-    pub fn exfiltration(hit: Hit, target: &Target) -> Refusal {
+    pub(crate) fn exfiltration(hit: Hit, target: &Target) -> Refusal {
         let in_name = matches!(hit.found_in, FoundIn::Target | FoundIn::Dns | FoundIn::Sni);
         let host = match in_name {
             true => REDACTED.to_string(),
@@ -88,7 +88,7 @@ impl Refusal {
     }
 
     /// A request that cannot be read as a proxy request at all.
-    pub fn malformed(detail: impl Into<String>) -> Refusal {
+    pub(crate) fn malformed(detail: impl Into<String>) -> Refusal {
         Refusal::new(Reason::InvalidRequest, String::new(), 0).with_detail(detail)
     }
 
@@ -110,7 +110,7 @@ impl Refusal {
         refusal
     }
 
-    pub fn with_detail(mut self, detail: impl Into<String>) -> Refusal {
+    pub(crate) fn with_detail(mut self, detail: impl Into<String>) -> Refusal {
         self.detail = Some(detail.into());
         self
     }
@@ -134,7 +134,7 @@ impl Refusal {
     }
 
     /// Credentials missing, malformed or not accepted (the order of judgement's step 2).
-    pub fn auth_required(why: AuthError, target: &Target) -> Refusal {
+    pub(crate) fn auth_required(why: AuthError, target: &Target) -> Refusal {
         let reason = match why {
             AuthError::StoreUnavailable => Reason::SessionStoreUnavailable,
             _ => Reason::AuthRequired,
@@ -142,7 +142,7 @@ impl Refusal {
         Refusal::new(reason, target.host.to_string(), target.port).with_detail(why.message())
     }
 
-    pub fn in_session(mut self, session: &Option<Arc<Session>>) -> Refusal {
+    pub(crate) fn in_session(mut self, session: &Option<Arc<Session>>) -> Refusal {
         self.session = session.as_ref().map(|s| s.id.clone());
         self
     }
@@ -150,7 +150,7 @@ impl Refusal {
 
 /// An allowed destination that could not be reached: not a denial, not audited as one.
 #[derive(Debug, Clone)]
-pub struct Failure {
+pub(crate) struct Failure {
     pub status: u16,
     pub message: String,
     /// What a parent proxy said, when it is the one that failed (the body's `detail`).
@@ -160,7 +160,7 @@ pub struct Failure {
 impl Failure {
     /// An allowed destination that did not accept the connection: 504 when the connect
     /// timed out, else 502.
-    pub fn connect(target: &Target, timed_out: bool) -> Failure {
+    pub(crate) fn connect(target: &Target, timed_out: bool) -> Failure {
         let authority = target.host.authority(target.port);
         match timed_out {
             true => Failure {
@@ -179,7 +179,7 @@ impl Failure {
     /// An allowed destination that `e` says was not reached: 504 for a timeout, else
     /// 502; a parent proxy's failure (docs/reference/parent-proxy.md) names it, with
     /// what the parent said as the detail.
-    pub fn dial(target: &Target, e: &DialError) -> Failure {
+    pub(crate) fn dial(target: &Target, e: &DialError) -> Failure {
         match e {
             DialError::Parent(said) => Failure {
                 status: 502,
@@ -196,7 +196,7 @@ impl Failure {
 
 /// Why a request stops before reaching upstream.
 #[derive(Debug, Clone)]
-pub enum Stop {
+pub(crate) enum Stop {
     Denied(Refusal),
     Failed(Failure),
 }

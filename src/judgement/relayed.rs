@@ -12,14 +12,14 @@ use tokio::sync::mpsc;
 
 /// The bytes each way, summed.
 #[derive(Debug, Default)]
-pub struct ByteCounts {
+pub(crate) struct ByteCounts {
     up: AtomicU64,
     down: AtomicU64,
 }
 
 impl ByteCounts {
     /// `(up, down)` so far.
-    pub fn load(&self) -> (u64, u64) {
+    pub(crate) fn load(&self) -> (u64, u64) {
         (
             self.up.load(Ordering::Relaxed),
             self.down.load(Ordering::Relaxed),
@@ -30,14 +30,14 @@ impl ByteCounts {
 /// What one request inside the tunnel adds its bytes to. Held while the request (or
 /// its WebSocket) is open: the tunnel's record waits for every copy to be dropped.
 #[derive(Debug, Clone)]
-pub struct Relayed {
+pub(crate) struct Relayed {
     counts: Arc<ByteCounts>,
     _open: mpsc::Sender<()>,
 }
 
 impl Relayed {
     /// Add one request's bytes (its head and body up, its answer down).
-    pub fn add(&self, (up, down): (u64, u64)) {
+    pub(crate) fn add(&self, (up, down): (u64, u64)) {
         self.counts.up.fetch_add(up, Ordering::Relaxed);
         self.counts.down.fetch_add(down, Ordering::Relaxed);
     }
@@ -45,26 +45,26 @@ impl Relayed {
 
 /// The tunnel's side: the sum, and a wait for every request inside to be done.
 #[derive(Debug)]
-pub struct RelayedSum {
+pub(crate) struct RelayedSum {
     counts: Arc<ByteCounts>,
     open: mpsc::Receiver<()>,
 }
 
 impl RelayedSum {
     /// The counts its record reads.
-    pub fn counts(&self) -> Arc<ByteCounts> {
+    pub(crate) fn counts(&self) -> Arc<ByteCounts> {
         self.counts.clone()
     }
 
     /// Completes once every [`Relayed`] copy has been dropped: every request read
     /// inside has written its record.
-    pub async fn settled(&mut self) {
+    pub(crate) async fn settled(&mut self) {
         while self.open.recv().await.is_some() {}
     }
 }
 
 /// A new tunnel's pair: the copy its requests carry, and its sum.
-pub fn relayed() -> (Relayed, RelayedSum) {
+pub(crate) fn relayed() -> (Relayed, RelayedSum) {
     let counts = Arc::new(ByteCounts::default());
     let (tx, rx) = mpsc::channel(1);
     (

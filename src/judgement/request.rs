@@ -8,7 +8,7 @@ use super::refusal::Refusal;
 
 /// The request's path, normalised for the rules (docs/reference/policy-files.md,
 /// "Paths"); one that does not normalise is `invalid_request`.
-pub fn normal_path(path_and_query: &str, target: &Target) -> Result<NormalPath, Refusal> {
+pub(crate) fn normal_path(path_and_query: &str, target: &Target) -> Result<NormalPath, Refusal> {
     normalize_path(path_and_query).map_err(|e| {
         Refusal::new(Reason::InvalidRequest, target.host.to_string(), target.port)
             .with_detail(e.to_string())
@@ -16,7 +16,7 @@ pub fn normal_path(path_and_query: &str, target: &Target) -> Result<NormalPath, 
 }
 
 /// Split `host:port`, `[v6]:port`, `host` or `[v6]`. `None` when the port is not a number.
-pub fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
+pub(crate) fn split_host_port(authority: &str) -> Option<(&str, Option<u16>)> {
     if let Some(rest) = authority.strip_prefix('[') {
         let end = rest.find(']')?;
         let host = &authority[..end + 2];

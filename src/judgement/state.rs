@@ -38,7 +38,7 @@ pub struct Limits {
 }
 
 /// What every connection shares: the compiled policies, the resolver, the audit log.
-pub struct State {
+pub(crate) struct State {
     /// Read once per request ([`State::policies`]); replaced whole by a reload.
     pub policies: RwLock<Arc<Policies>>,
     /// Where sessions live (`--session-store`); the request path sees only this.
@@ -76,7 +76,7 @@ pub struct State {
 
 impl State {
     /// The policies in force now. The lock is held only to clone the `Arc`.
-    pub fn policies(&self) -> Arc<Policies> {
+    pub(crate) fn policies(&self) -> Arc<Policies> {
         self.policies
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -84,14 +84,14 @@ impl State {
     }
 
     /// Put `new` in force for every request judged from now on.
-    pub fn swap_policies(&self, new: Arc<Policies>) {
+    pub(crate) fn swap_policies(&self, new: Arc<Policies>) {
         *self.policies.write().unwrap_or_else(|p| p.into_inner()) = new;
     }
 }
 
 /// Where the server is in its life: connections and tunnels watch this to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     Serving,
     /// A shutdown signal came: finish in-flight requests, no more keep-alive.
     Draining,

@@ -7,19 +7,19 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 /// Open tunnels per client address, capped at `max`.
-pub type TunnelCounts = ClientCounts;
+pub(crate) type TunnelCounts = ClientCounts;
 
 /// One open tunnel, counted against its client until dropped.
-pub type TunnelSlot = ClientSlot;
+pub(crate) type TunnelSlot = ClientSlot;
 
 /// Things held per client address (tunnels, unfinished connections), capped at `max`.
-pub struct ClientCounts {
+pub(crate) struct ClientCounts {
     max: usize,
     open: Mutex<HashMap<IpAddr, usize>>,
 }
 
 impl ClientCounts {
-    pub fn new(max: usize) -> Arc<ClientCounts> {
+    pub(crate) fn new(max: usize) -> Arc<ClientCounts> {
         Arc::new(ClientCounts {
             max,
             open: Mutex::new(HashMap::new()),
@@ -28,7 +28,7 @@ impl ClientCounts {
 
     /// A slot for one more from `client`, or `None` when it already holds `max`. The
     /// slot frees itself when dropped.
-    pub fn try_take(self: &Arc<Self>, client: IpAddr) -> Option<ClientSlot> {
+    pub(crate) fn try_take(self: &Arc<Self>, client: IpAddr) -> Option<ClientSlot> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         let count = open.entry(client).or_insert(0);
         if *count >= self.max {
@@ -43,14 +43,14 @@ impl ClientCounts {
 
     #[cfg(test)]
     /// How many slots `client` holds.
-    pub fn held_by(&self, client: IpAddr) -> usize {
+    pub(crate) fn held_by(&self, client: IpAddr) -> usize {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         open.get(&client).copied().unwrap_or(0)
     }
 }
 
 /// One slot, counted against its client until dropped.
-pub struct ClientSlot {
+pub(crate) struct ClientSlot {
     counts: Arc<ClientCounts>,
     client: IpAddr,
 }

@@ -250,7 +250,7 @@ pub(crate) struct Sink<'a> {
 }
 
 impl<'a> Sink<'a> {
-    pub fn new(file: &'a str, text: &'a str) -> Sink<'a> {
+    pub(crate) fn new(file: &'a str, text: &'a str) -> Sink<'a> {
         Sink {
             file,
             text,
@@ -259,12 +259,12 @@ impl<'a> Sink<'a> {
     }
 
     /// A finding at byte `offset` with the rule's default severity.
-    pub fn at(&mut self, rule: RuleId, offset: usize, message: String, fix: Option<String>) {
+    pub(crate) fn at(&mut self, rule: RuleId, offset: usize, message: String, fix: Option<String>) {
         let severity = rule.rule().severity;
         self.with(rule, severity, offset, message, fix);
     }
 
-    pub fn with(
+    pub(crate) fn with(
         &mut self,
         rule: RuleId,
         severity: Severity,
@@ -276,7 +276,7 @@ impl<'a> Sink<'a> {
         self.at_line(rule, severity, (line, column), message, fix);
     }
 
-    pub fn at_line(
+    pub(crate) fn at_line(
         &mut self,
         rule: RuleId,
         severity: Severity,

@@ -20,7 +20,7 @@ pub struct CheckedAddr(SocketAddr);
 /// The address guard: judge `ip` on `port` at the address level (refused classes,
 /// `allowed_cidrs`, the proxy's own listeners `own`). The only way to make a
 /// [`CheckedAddr`]; a refusal comes back as the deciding [`Decision`] and its reason.
-pub fn guard(
+pub(crate) fn guard(
     eff: &Effective,
     ip: IpAddr,
     own: &[SocketAddr],
@@ -83,7 +83,7 @@ pub enum DialError {
 /// the address it reached (for the audit record's `resolved_ip`). `timeout` bounds the
 /// whole dial, all addresses together (`--connect-timeout`), not each attempt.
 /// TCP_NODELAY is set on the stream: the proxy relays small writes as they come.
-pub async fn dial(
+pub(crate) async fn dial(
     addrs: &[CheckedAddr],
     timeout: Duration,
 ) -> Result<(TcpStream, CheckedAddr), DialError> {

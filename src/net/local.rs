@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 
 /// Every address at which `listeners` can be reached. Interfaces added after start are
 /// not seen; loopback and "this host" addresses are refused by the address check anyway.
-pub fn own_addresses(listeners: &[SocketAddr]) -> Vec<SocketAddr> {
+pub(crate) fn own_addresses(listeners: &[SocketAddr]) -> Vec<SocketAddr> {
     let mut own = listeners.to_vec();
     if listeners.iter().any(|l| l.ip().is_unspecified()) {
         let local = local_ips();

@@ -13,15 +13,15 @@
 //! - [`synthetic`]: the addresses from `198.18.0.0/15` that stand for allowed names
 //!   inside a jail.
 
-pub mod dial;
-pub mod local;
-pub mod parent;
-pub mod resolve;
-pub mod synthetic;
+pub(crate) mod dial;
+pub(crate) mod local;
+pub(crate) mod parent;
+pub(crate) mod resolve;
+pub(crate) mod synthetic;
 
 /// The bytes of URL text with its `%XX` escapes decoded (userinfo, a query's values);
 /// `None` for a `%` not followed by two hex digits.
-pub fn percent_decode(s: &str) -> Option<Vec<u8>> {
+pub(crate) fn percent_decode(s: &str) -> Option<Vec<u8>> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -227,7 +227,7 @@ impl Parent {
 /// there is one and `--upstream-no-proxy` does not name it, else directly to the first
 /// of `addrs` that accepts. Returns the stream with the checked address it stands for
 /// (through a parent, the first: what the record's `resolved_ip` names).
-pub async fn open(
+pub(crate) async fn open(
     parent: Option<&Parent>,
     host: &Host,
     port: u16,

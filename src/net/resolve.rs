@@ -24,7 +24,7 @@ use hickory_resolver::{Name, ResolveErrorKind, TokioResolver};
 
 /// Why a name gave no address to check.
 #[derive(Debug, thiserror::Error)]
-pub enum ResolveError {
+pub(crate) enum ResolveError {
     /// The name does not exist, or has no A or AAAA records.
     #[error("{0}: no addresses")]
     NoAddresses(String),
@@ -38,7 +38,7 @@ pub enum ResolveError {
 
 /// Resolves allowed names: pins first, then DNS. Cheap to clone (shared inside).
 #[derive(Clone)]
-pub struct Resolver {
+pub(crate) struct Resolver {
     pins: Arc<HashMap<String, Vec<IpAddr>, RandomState>>,
     dns: TokioResolver,
     timeout: Duration,
@@ -61,7 +61,7 @@ impl Resolver {
     /// only; `None` reads the system configuration, and when that cannot be read uses no
     /// nameservers at all, so lookups fail with an error instead of going somewhere
     /// unexpected. `timeout` bounds each whole [`resolve`](Self::resolve) call.
-    pub fn new(
+    pub(crate) fn new(
         pins: HashMap<String, Vec<IpAddr>>,
         dns_server: Option<SocketAddr>,
         timeout: Duration,
@@ -97,13 +97,13 @@ impl Resolver {
 
     /// The addresses `name` is pinned to (`--resolve`), if it is: what
     /// [`resolve`](Self::resolve) answers for it, without a copy.
-    pub fn pinned(&self, name: &str) -> Option<&[IpAddr]> {
+    pub(crate) fn pinned(&self, name: &str) -> Option<&[IpAddr]> {
         self.pins.get(name).map(Vec::as_slice)
     }
 
     /// Every A and AAAA address of an already-allowed name, IPv4 first, without
     /// duplicates. A pinned name answers from its pins and never causes a DNS query.
-    pub async fn resolve(&self, name: &str) -> Result<Vec<IpAddr>, ResolveError> {
+    pub(crate) async fn resolve(&self, name: &str) -> Result<Vec<IpAddr>, ResolveError> {
         if let Some(pinned) = self.pins.get(name) {
             return Ok(pinned.clone());
         }
@@ -166,7 +166,7 @@ fn lookup_error(name: &str, e: &hickory_resolver::ResolveError) -> ResolveError 
 
 /// Parses one `serve --resolve HOST=IP` value. The host is lower-cased with one trailing
 /// dot removed; the IP may be IPv6 bare (`::1`) or bracketed (`[::1]`).
-pub fn parse_resolve_pin(s: &str) -> Result<(String, IpAddr), String> {
+pub(crate) fn parse_resolve_pin(s: &str) -> Result<(String, IpAddr), String> {
     let (host, ip) = s
         .split_once('=')
         .ok_or_else(|| format!("--resolve {s:?}: expected HOST=IP"))?;

@@ -14,7 +14,7 @@ use crate::policy::HostName;
 
 /// The benchmarking range of RFC 2544: never routed on the internet, so a synthetic
 /// address cannot be confused with a real destination.
-pub const RANGE: Ipv4Net = match Ipv4Net::new(Ipv4Addr::new(198, 18, 0, 0), 15) {
+pub(crate) const RANGE: Ipv4Net = match Ipv4Net::new(Ipv4Addr::new(198, 18, 0, 0), 15) {
     Ok(net) => net,
     Err(_) => panic!("198.18.0.0/15 is a valid network"),
 };
@@ -29,18 +29,18 @@ struct Table {
 
 /// The names the DNS listener has answered, and the addresses that stand for them.
 #[derive(Default)]
-pub struct SyntheticNames {
+pub(crate) struct SyntheticNames {
     table: Mutex<Table>,
 }
 
 impl SyntheticNames {
-    pub fn new() -> SyntheticNames {
+    pub(crate) fn new() -> SyntheticNames {
         SyntheticNames::default()
     }
 
     /// The address that stands for `name`, given on first use; `None` when the range is
     /// exhausted.
-    pub fn address_for(&self, name: &HostName) -> Option<Ipv4Addr> {
+    pub(crate) fn address_for(&self, name: &HostName) -> Option<Ipv4Addr> {
         let mut table = self.table.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(addr) = table.by_name.get(name) {
             return Some(*addr);
@@ -59,7 +59,7 @@ impl SyntheticNames {
     }
 
     /// The name `ip` stands for, if it is a synthetic address that was handed out.
-    pub fn name_for(&self, ip: IpAddr) -> Option<HostName> {
+    pub(crate) fn name_for(&self, ip: IpAddr) -> Option<HostName> {
         let IpAddr::V4(v4) = ip.to_canonical() else {
             return None;
         };
@@ -69,7 +69,7 @@ impl SyntheticNames {
 
     /// Whether `ip` is in the synthetic range at all (handed out or not): such an
     /// address is never a real destination.
-    pub fn in_range(ip: IpAddr) -> bool {
+    pub(crate) fn in_range(ip: IpAddr) -> bool {
         match ip.to_canonical() {
             IpAddr::V4(v4) => RANGE.contains(&v4),
             IpAddr::V6(_) => false,

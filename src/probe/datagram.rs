@@ -13,7 +13,7 @@ use tokio::time::{timeout_at, Instant};
 use super::Part;
 
 /// The size a client's first QUIC datagram must have (RFC 9000, section 14.1).
-pub const QUIC_INITIAL_SIZE: usize = 1200;
+pub(super) const QUIC_INITIAL_SIZE: usize = 1200;
 
 /// At most this many datagrams are read while waiting for a reply.
 const MAX_DATAGRAMS: usize = 8;
@@ -23,7 +23,7 @@ const MAX_DATAGRAMS: usize = 8;
 /// (`0x?a?a?a?a`, RFC 9000 section 15), to which a server answers with a Version
 /// Negotiation packet without any handshake: so a QUIC server anywhere shows itself,
 /// and nothing is encrypted or sent but zeros.
-pub fn quic_initial() -> Vec<u8> {
+pub(super) fn quic_initial() -> Vec<u8> {
     let mut ids = [0u8; 16];
     let _ = getrandom::fill(&mut ids);
     let mut p = Vec::with_capacity(QUIC_INITIAL_SIZE);
@@ -42,7 +42,7 @@ pub fn quic_initial() -> Vec<u8> {
 }
 
 /// `quic`: one Initial to UDP `addr`; any datagram back is `open`.
-pub async fn quic(addr: SocketAddr, t: Duration) -> Vec<Part> {
+pub(super) async fn quic(addr: SocketAddr, t: Duration) -> Vec<Part> {
     let deadline = Instant::now() + t;
     let socket = match UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).await {
         Ok(s) => s,
@@ -104,7 +104,7 @@ fn echo_request() -> Vec<u8> {
 }
 
 /// `icmp`: one echo to `target`; an echo reply is `open`.
-pub async fn icmp(target: Ipv4Addr, t: Duration) -> Vec<Part> {
+pub(super) async fn icmp(target: Ipv4Addr, t: Duration) -> Vec<Part> {
     let deadline = Instant::now() + t;
     let (fd, raw) = match icmp_socket() {
         Ok(s) => s,

@@ -52,7 +52,7 @@ fn judge(how: &str, answer: &Message) -> Part {
 }
 
 /// `udp-dns-system`: each `nameserver` of `/etc/resolv.conf`.
-pub async fn system(t: Duration) -> Vec<Part> {
+pub(super) async fn system(t: Duration) -> Vec<Part> {
     let servers = match std::fs::read_to_string("/etc/resolv.conf") {
         Ok(text) => nameservers(&text),
         Err(e) => return vec![Part::unknown(format!("/etc/resolv.conf: {e}"))],
@@ -72,7 +72,7 @@ pub async fn system(t: Duration) -> Vec<Part> {
 }
 
 /// The addresses of `nameserver` lines (a scoped IPv6 address is left out).
-pub fn nameservers(resolv_conf: &str) -> Vec<IpAddr> {
+pub(super) fn nameservers(resolv_conf: &str) -> Vec<IpAddr> {
     resolv_conf
         .lines()
         .filter_map(|l| l.trim().strip_prefix("nameserver"))
@@ -81,7 +81,7 @@ pub fn nameservers(resolv_conf: &str) -> Vec<IpAddr> {
 }
 
 /// `udp-dns-direct`: the target's port 53, over UDP and TCP.
-pub async fn direct(addr: SocketAddr, t: Duration) -> Vec<Part> {
+pub(super) async fn direct(addr: SocketAddr, t: Duration) -> Vec<Part> {
     let (u, t) = tokio::join!(udp(addr, t), tcp(addr, t));
     vec![u, t]
 }

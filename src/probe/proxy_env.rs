@@ -9,7 +9,7 @@ use crate::config::probe::ProbeUrl;
 
 /// One proxy variable, read.
 #[derive(Clone)]
-pub struct ProxyVar {
+pub(super) struct ProxyVar {
     pub url: ProbeUrl,
     /// The `Proxy-Authorization` value, when the variable carries credentials.
     pub authorization: Option<String>,
@@ -27,13 +27,13 @@ impl std::fmt::Debug for ProxyVar {
 /// `HTTP_PROXY` and `HTTPS_PROXY`; a variable that cannot be read is an error that
 /// names it (and not its value, which may hold a token).
 #[derive(Debug, Clone, Default)]
-pub struct ProxyEnv {
+pub(super) struct ProxyEnv {
     pub http: Option<Result<ProxyVar, String>>,
     pub https: Option<Result<ProxyVar, String>>,
 }
 
 impl ProxyEnv {
-    pub fn from_env() -> ProxyEnv {
+    pub(super) fn from_env() -> ProxyEnv {
         let read = |names: [&str; 2]| {
             names.iter().find_map(|n| {
                 let v = std::env::var(n).ok().filter(|v| !v.is_empty())?;
@@ -47,7 +47,7 @@ impl ProxyEnv {
     }
 
     /// The proxy a request for an `https` (or `http`) URL goes through.
-    pub fn for_url(&self, https: bool) -> Option<&Result<ProxyVar, String>> {
+    pub(super) fn for_url(&self, https: bool) -> Option<&Result<ProxyVar, String>> {
         match https {
             true => self.https.as_ref(),
             false => self.http.as_ref(),
@@ -56,7 +56,7 @@ impl ProxyEnv {
 }
 
 /// `http://[USER[:PASS]@]HOST[:PORT][/]`, the user and password percent-decoded.
-pub fn parse(value: &str) -> Option<ProxyVar> {
+pub(super) fn parse(value: &str) -> Option<ProxyVar> {
     let rest = value.strip_prefix("http://")?;
     let authority_end = rest.find('/').unwrap_or(rest.len());
     let (userinfo, host) = match rest[..authority_end].rsplit_once('@') {

@@ -12,7 +12,7 @@ const MAX_REPLY: usize = 4096;
 
 /// Read until the peer closes, a whole HTTP head or anything else arrives, or
 /// `deadline` (a `TimedOut` error).
-pub async fn read_reply(
+pub(super) async fn read_reply(
     stream: &mut (impl AsyncReadExt + Unpin),
     reply: &mut Vec<u8>,
     deadline: Instant,
@@ -36,7 +36,7 @@ pub async fn read_reply(
 }
 
 /// This proxy's refusal in an HTTP answer: its status and `X-Egress-Denied` reason.
-pub fn refusal(reply: &[u8]) -> Option<String> {
+pub(super) fn refusal(reply: &[u8]) -> Option<String> {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut response = httparse::Response::new(&mut headers);
     response.parse(reply).ok()?;
@@ -52,7 +52,7 @@ pub fn refusal(reply: &[u8]) -> Option<String> {
 }
 
 /// The first line of a reply if it is text, else its first bytes in hex.
-pub fn first_line(reply: &[u8]) -> String {
+pub(super) fn first_line(reply: &[u8]) -> String {
     let line = reply
         .split(|&b| b == b'\r' || b == b'\n')
         .next()

@@ -16,7 +16,7 @@ use super::reply::{first_line, read_reply, refusal};
 use super::{random_name, web, Part};
 
 /// `tcp4-direct` / `tcp6-direct`: ports 443 (a ClientHello) and 80 (a `GET /`).
-pub async fn direct(ip: IpAddr, t: Duration) -> Vec<Part> {
+pub(super) async fn direct(ip: IpAddr, t: Duration) -> Vec<Part> {
     let (tls, http) = tokio::join!(
         tls_hello(SocketAddr::new(ip, 443), t),
         http_get(SocketAddr::new(ip, 80), t)
@@ -25,18 +25,18 @@ pub async fn direct(ip: IpAddr, t: Duration) -> Vec<Part> {
 }
 
 /// `dot`: a ClientHello to port 853.
-pub async fn dot(addr: SocketAddr, t: Duration) -> Vec<Part> {
+pub(super) async fn dot(addr: SocketAddr, t: Duration) -> Vec<Part> {
     vec![tls_hello(addr, t).await]
 }
 
 /// A handshake to `addr`, then a ClientHello for a random name.
-pub async fn tls_hello(addr: SocketAddr, t: Duration) -> Part {
+pub(super) async fn tls_hello(addr: SocketAddr, t: Duration) -> Part {
     let hello = web::client_hello(&random_name());
     exchange(addr, &hello, t).await
 }
 
 /// A handshake to `addr`, then `GET /` for a random name.
-pub async fn http_get(addr: SocketAddr, t: Duration) -> Part {
+pub(super) async fn http_get(addr: SocketAddr, t: Duration) -> Part {
     let request = format!(
         "GET / HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
         random_name()
@@ -86,7 +86,7 @@ fn judge_reply(addr: SocketAddr, reply: &[u8]) -> Part {
 }
 
 /// `ipv6-any`: the IPv6 routes other than loopback's, and a handshake to the target.
-pub async fn ipv6_any(target: Ipv6Addr, t: Duration) -> Vec<Part> {
+pub(super) async fn ipv6_any(target: Ipv6Addr, t: Duration) -> Vec<Part> {
     let routes = match std::fs::read_to_string("/proc/net/ipv6_route") {
         Ok(table) => routes(&table),
         Err(e) => return vec![Part::unknown(format!("/proc/net/ipv6_route: {e}"))],
@@ -109,7 +109,7 @@ pub async fn ipv6_any(target: Ipv6Addr, t: Duration) -> Vec<Part> {
 
 /// The routes of `/proc/net/ipv6_route` (`DEST/LEN dev DEV`) through a device other
 /// than `lo`, link-local and multicast ones left out (every interface has those).
-pub fn routes(table: &str) -> Vec<String> {
+pub(super) fn routes(table: &str) -> Vec<String> {
     let mut routes = Vec::new();
     for line in table.lines() {
         let fields: Vec<&str> = line.split_whitespace().collect();

@@ -79,7 +79,7 @@ fn walk(dir: &Path, depth: usize, budget: &mut usize, found: &mut BTreeSet<PathB
     }
 }
 
-pub async fn sockets(t: Duration) -> Vec<Part> {
+pub(super) async fn sockets(t: Duration) -> Vec<Part> {
     let deadline = Instant::now() + t;
     let found = match tokio::task::spawn_blocking(candidates).await {
         Ok(found) => found,

@@ -70,7 +70,7 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
 }
 
 /// The bytes of a TLS ClientHello naming `name`.
-pub fn client_hello(name: &str) -> Vec<u8> {
+pub(super) fn client_hello(name: &str) -> Vec<u8> {
     let mut hello = Vec::new();
     let server = ServerName::try_from(name.to_string()).expect("a valid DNS name");
     if let Ok(mut conn) = rustls::ClientConnection::new(tls_config(), server) {
@@ -95,7 +95,7 @@ async fn handshake<S: AsyncRead + AsyncWrite + Unpin>(
 
 /// `doh`: a TLS handshake with port 443 of the target, directly and through
 /// `HTTPS_PROXY`.
-pub async fn doh(target: IpAddr, env: &ProxyEnv, t: Duration) -> Vec<Part> {
+pub(super) async fn doh(target: IpAddr, env: &ProxyEnv, t: Duration) -> Vec<Part> {
     let addr = SocketAddr::new(target, 443);
     let direct = async {
         let deadline = Instant::now() + t;
@@ -203,7 +203,7 @@ impl Via {
 }
 
 /// The proxy variables' half of a check for `url`: nothing when none covers it.
-pub async fn through_proxy(url: &ProbeUrl, env: &ProxyEnv, t: Duration) -> Option<Part> {
+pub(super) async fn through_proxy(url: &ProbeUrl, env: &ProxyEnv, t: Duration) -> Option<Part> {
     let deadline = Instant::now() + t;
     Some(match Via::start(url, env, deadline).await? {
         Err(part) => part,
@@ -215,7 +215,7 @@ pub async fn through_proxy(url: &ProbeUrl, env: &ProxyEnv, t: Duration) -> Optio
 }
 
 /// `proxy-enforces`: each `--denied` URL through the proxy variables.
-pub async fn enforces(denied: &[ProbeUrl], env: &ProxyEnv, t: Duration) -> Vec<Part> {
+pub(super) async fn enforces(denied: &[ProbeUrl], env: &ProxyEnv, t: Duration) -> Vec<Part> {
     let mut parts = Vec::new();
     for url in denied {
         parts.push(match through_proxy(url, env, t).await {
@@ -236,7 +236,7 @@ pub async fn enforces(denied: &[ProbeUrl], env: &ProxyEnv, t: Duration) -> Vec<P
 
 /// `proxy-allows`: each `--allowed` URL, through the proxy variables when they cover
 /// it, else directly. `open` means reached; a 5xx or a refusal is not.
-pub async fn allows(allowed: &[ProbeUrl], env: &ProxyEnv, t: Duration) -> Vec<Part> {
+pub(super) async fn allows(allowed: &[ProbeUrl], env: &ProxyEnv, t: Duration) -> Vec<Part> {
     if allowed.is_empty() {
         return vec![Part::unknown("no --allowed URL given")];
     }

@@ -16,12 +16,12 @@ use crate::judgement::refusal::{Failure, Limit, Refusal, Stop};
 use crate::policy::Reason;
 
 /// The header that names the reason of every refusal.
-pub const DENIED_HEADER: &str = "x-egress-denied";
+pub(crate) const DENIED_HEADER: &str = "x-egress-denied";
 
 /// The HTTP status of a refusal: the one place it is chosen. The reason's own status
 /// ([`crate::policy::Reason::status`]), except where the limit that was hit tells apart
 /// what one reason covers: 431 for a head too large, 503 for the connection limit.
-pub fn status(refusal: &Refusal) -> StatusCode {
+pub(crate) fn status(refusal: &Refusal) -> StatusCode {
     match refusal.limit {
         Some(Limit::HeadTooLarge) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
         Some(Limit::Connections) => StatusCode::SERVICE_UNAVAILABLE,
@@ -32,7 +32,7 @@ pub fn status(refusal: &Refusal) -> StatusCode {
 }
 
 /// Answer a request that stops before upstream.
-pub fn stop(stop: &Stop, request_id: &str) -> Response<Body> {
+pub(crate) fn stop(stop: &Stop, request_id: &str) -> Response<Body> {
     match stop {
         Stop::Denied(refusal) => refuse(refusal, request_id),
         Stop::Failed(failure) => fail(failure, request_id),
@@ -41,7 +41,7 @@ pub fn stop(stop: &Stop, request_id: &str) -> Response<Body> {
 
 /// A refusal: its status, a reason phrase naming the reason, `X-Egress-Denied: REASON`
 /// and the JSON body (`docs/reference/clients.md` says why the phrase matters).
-pub fn refuse(refusal: &Refusal, request_id: &str) -> Response<Body> {
+pub(crate) fn refuse(refusal: &Refusal, request_id: &str) -> Response<Body> {
     let status = status(refusal);
     let mut resp = json_response(status, refusal_body(refusal, request_id));
     // The phrase is built from a status name and a reason name, both plain ASCII, so it
@@ -70,7 +70,7 @@ pub fn refuse(refusal: &Refusal, request_id: &str) -> Response<Body> {
 }
 
 /// An allowed destination that could not be reached (502, or 504 on connect timeout).
-pub fn fail(failure: &Failure, request_id: &str) -> Response<Body> {
+pub(crate) fn fail(failure: &Failure, request_id: &str) -> Response<Body> {
     let mut body = json!({"error": {
         "type": "upstream_error",
         "message": failure.message,
@@ -91,7 +91,7 @@ pub fn fail(failure: &Failure, request_id: &str) -> Response<Body> {
 /// status line (pip, npm), so the reason must be there too. A policy denial (403) says
 /// "Egress denied"; every other refusal keeps its status's standard phrase, so the line
 /// still reads as what it is (`407 Proxy Authentication Required: auth_required`).
-pub fn reason_phrase(status: StatusCode, reason: Reason) -> String {
+pub(crate) fn reason_phrase(status: StatusCode, reason: Reason) -> String {
     let what = match status {
         StatusCode::FORBIDDEN => "Egress denied",
         other => other.canonical_reason().unwrap_or("Refused"),
@@ -129,7 +129,7 @@ fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> 
 /// Write a refusal straight onto a socket that no HTTP server handles (over the
 /// connection limit, or a first request head refused before hyper reads it), then close
 /// it.
-pub async fn write_raw(mut stream: TcpStream, refusal: &Refusal, request_id: &str) {
+pub(crate) async fn write_raw(mut stream: TcpStream, refusal: &Refusal, request_id: &str) {
     let body = format!("{}\n", refusal_body(refusal, request_id));
     let code = status(refusal);
     let phrase = reason_phrase(code, refusal.reason);
@@ -150,7 +150,7 @@ pub async fn write_raw(mut stream: TcpStream, refusal: &Refusal, request_id: &st
 }
 
 /// An empty body, for the `200` that opens a tunnel.
-pub fn empty() -> Body {
+pub(crate) fn empty() -> Body {
     http_body_util::Empty::new()
         .map_err(|never| match never {})
         .boxed()

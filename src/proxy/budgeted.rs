@@ -52,7 +52,7 @@ type Draw = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// request): the bytes granted, whether the upload budget cut the body, and the canary
 /// its body carried, if one did ([`super::scanned`]).
 #[derive(Debug, Default)]
-pub struct Sent {
+pub(crate) struct Sent {
     pub bytes: AtomicU64,
     pub cut: AtomicBool,
     pub dlp: std::sync::OnceLock<crate::dlp::Hit>,
@@ -62,7 +62,7 @@ pub struct Sent {
 /// not fit is cut to what does, and the body then fails with [`Spent`], so the upstream
 /// request is never complete (hyper aborts it). Bytes granted are added to
 /// `sent.bytes`; `sent.cut` is set once the body is cut.
-pub struct Budgeted<B> {
+pub(crate) struct Budgeted<B> {
     pub inner: B,
     pub allowance: Allowance,
     pub sent: Arc<Sent>,
@@ -77,7 +77,7 @@ pub struct Budgeted<B> {
 }
 
 impl<B> Budgeted<B> {
-    pub fn new(inner: B, allowance: Allowance, sent: Arc<Sent>) -> Self {
+    pub(crate) fn new(inner: B, allowance: Allowance, sent: Arc<Sent>) -> Self {
         Budgeted {
             inner,
             allowance,

@@ -21,7 +21,7 @@ use crate::tunnel::{dial_tunnel, NotOpened};
 /// Dial the approved destination, answer 200, then relay bytes both ways once the
 /// client's connection is handed over (an intercepted host's requests served by
 /// `pool`'s interception, [`super::intercept`]).
-pub async fn open(
+pub(crate) async fn open(
     mut req: Request<Incoming>,
     approved: Approved,
     state: Arc<State>,

@@ -27,7 +27,7 @@ use crate::judgement::State;
 use crate::net::dial::{CheckedAddr, DialError};
 use crate::net::parent::Parent;
 
-pub use head::strip_hop_by_hop;
+pub(crate) use head::strip_hop_by_hop;
 
 /// Forward an approved plain-HTTP request (or one read inside an intercepted tunnel) and
 /// return upstream's answer. Its head is built for upstream first and paid for from the
@@ -37,7 +37,7 @@ pub use head::strip_hop_by_hop;
 /// Not an `async fn`: the head is built before the future is, so the future holds only
 /// the exchange (the record, the request, the pool's send) and no second copy of its
 /// arguments; a refusal's future (its wait for room in the audit queue) is boxed.
-pub fn forward<'u>(
+pub(crate) fn forward<'u>(
     req: Request<Incoming>,
     approved: Approved,
     state: Arc<State>,

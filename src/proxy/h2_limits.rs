@@ -9,28 +9,28 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 /// Streams one connection may have open at once; more are refused by the protocol
 /// (`REFUSED_STREAM`), each a request the client may send again.
-pub const MAX_STREAMS: u32 = 100;
+pub(crate) const MAX_STREAMS: u32 = 100;
 
 /// Streams a client may reset before the proxy has accepted them, at once (rapid reset,
 /// CVE-2023-44487): past it the connection is closed with `ENHANCE_YOUR_CALM`.
-pub const MAX_PENDING_RESETS: usize = 20;
+pub(crate) const MAX_PENDING_RESETS: usize = 20;
 
 /// Streams the proxy may have to reset because the client broke the protocol on them,
 /// over the connection's life: past it the connection is closed.
-pub const MAX_ERROR_RESETS: usize = 256;
+pub(crate) const MAX_ERROR_RESETS: usize = 256;
 
 /// The most response bytes buffered per stream for a client that does not read.
-pub const MAX_SEND_BUFFER: usize = 256 * 1024;
+pub(crate) const MAX_SEND_BUFFER: usize = 256 * 1024;
 
 /// A ping every so often, and a connection whose client does not answer one within
 /// [`KEEP_ALIVE_TIMEOUT`] closed: a dead client's streams do not hold their tasks.
-pub const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
-pub const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(30);
+pub(crate) const KEEP_ALIVE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Set every limit on `builder`. A header list (HEADERS and its CONTINUATIONs,
 /// decoded) over `max_header_bytes` (`--max-header-bytes`) ends the stream with 431
 /// before it is judged, so a CONTINUATION flood is read no further than that.
-pub fn apply(builder: &mut Builder<TokioExecutor>, max_header_bytes: usize) {
+pub(crate) fn apply(builder: &mut Builder<TokioExecutor>, max_header_bytes: usize) {
     builder
         .timer(TokioTimer::new())
         .max_concurrent_streams(MAX_STREAMS)

@@ -42,7 +42,7 @@ static HOP_BY_HOP: LazyLock<[HeaderName; 10]> = LazyLock::new(|| {
 /// partitioning left it out of line once, for about 200 instructions a request
 /// (docs/development.md, `benches/instructions.sh`).
 #[inline]
-pub fn rewrite(parts: &mut Parts, approved: &Approved) {
+pub(crate) fn rewrite(parts: &mut Parts, approved: &Approved) {
     // A WebSocket handshake's upgrade is this hop's to pass on, as the client asked
     // for it (docs/reference/inspection.md, "WebSocket"); every other is stripped.
     let upgrade = approved
@@ -85,7 +85,11 @@ pub fn rewrite(parts: &mut Parts, approved: &Approved) {
 /// `authority` (docs/reference/parent-proxy.md): the target in absolute form, and the
 /// parent's `Proxy-Authorization` (the client's own never gets this far: it is
 /// hop-by-hop). `Host` stays the approved name.
-pub fn through_parent(parts: &mut Parts, authority: &str, authorization: Option<&HeaderValue>) {
+pub(crate) fn through_parent(
+    parts: &mut Parts,
+    authority: &str,
+    authorization: Option<&HeaderValue>,
+) {
     let path_and_query = parts
         .uri
         .path_and_query()
@@ -113,7 +117,7 @@ pub fn through_parent(parts: &mut Parts, authority: &str, authorization: Option<
 /// has none, `transfer-encoding: chunked` for one of unknown length. A sum of lengths,
 /// no copy: it runs on every forwarded request. The unit tests hold it to what hyper
 /// writes.
-pub fn wire_len<B: HttpBody>(parts: &Parts, body: &B) -> u64 {
+pub(crate) fn wire_len<B: HttpBody>(parts: &Parts, body: &B) -> u64 {
     const VERSION: usize = "HTTP/1.1".len();
     let uri = &parts.uri;
     // The absolute form (to a parent proxy) adds `scheme://authority`.
@@ -154,7 +158,7 @@ fn decimal_digits(n: u64) -> usize {
 
 /// About what a response head takes on the wire: its headers plus a status line.
 /// Counted into `bytes_down` so a body-less answer still shows its size.
-pub fn response_len(headers: &HeaderMap) -> u64 {
+pub(crate) fn response_len(headers: &HeaderMap) -> u64 {
     let lines: usize = headers
         .iter()
         .map(|(n, v)| n.as_str().len() + v.len() + 4)
@@ -163,7 +167,7 @@ pub fn response_len(headers: &HeaderMap) -> u64 {
 }
 
 /// Remove `Connection`, every header it names, and the fixed hop-by-hop set.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // One pass over the names finds which of the set are there (often none, or only
     // `Connection`), so only those are looked up and removed.
     let mut present = 0u16;

@@ -23,18 +23,18 @@
 //!   like any other; `h2_limits` bounds what an h2 client may make the proxy hold.
 
 pub(crate) mod allowed;
-pub mod answer;
-pub mod budgeted;
+pub(crate) mod answer;
+pub(crate) mod budgeted;
 pub(crate) mod conn;
 pub(crate) mod connect;
-pub mod forward;
+pub(crate) mod forward;
 pub(crate) mod h2_limits;
-pub mod head;
+pub(crate) mod head;
 pub(crate) mod intercept;
 pub(crate) mod message;
 mod metered;
-pub mod pool;
-pub mod preflight;
+pub(crate) mod pool;
+pub(crate) mod preflight;
 pub(crate) mod request;
 pub(crate) mod scanned;
 pub(crate) mod sender;
@@ -44,8 +44,8 @@ use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 
 /// The body type of every response the proxy sends (and every request it forwards).
-pub type Body = BoxBody<Bytes, BoxError>;
+pub(crate) type Body = BoxBody<Bytes, BoxError>;
 
 /// A body's error: hyper's, or the proxy's own (a request body cut by the upload
 /// budget, `crate::judgement::budget::Spent`).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;

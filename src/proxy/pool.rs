@@ -28,7 +28,7 @@ use crate::net::dial::{dial, CheckedAddr, DialError};
 use crate::net::parent::Parent;
 
 /// A kept-open connection unused for this long is closed.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// At most this many kept-open connections per address; more are closed when returned.
 const MAX_IDLE_PER_ADDR: usize = 512;
 /// A kept-open connection idle this long may be closed by upstream (its own keep-alive
@@ -39,7 +39,7 @@ const RETRY_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// Why a request got no response from upstream.
 #[derive(Debug, thiserror::Error)]
-pub enum SendError {
+pub(crate) enum SendError {
     /// No approved address took a connection.
     #[error("{0}")]
     Dial(#[from] DialError),
@@ -64,14 +64,14 @@ struct Key {
 
 /// A parent proxy a new connection goes through, and the authority it is asked for.
 #[derive(Clone, Copy)]
-pub struct Via<'a> {
+pub(crate) struct Via<'a> {
     pub parent: &'a Parent,
     pub authority: &'a str,
 }
 
 /// A connection lent to one exchange; [`Upstream::put_back`] keeps it for the next
 /// once the response body has been read to its end.
-pub struct Lease {
+pub(crate) struct Lease {
     sender: Sender,
     addr: CheckedAddr,
     tls: Option<Arc<str>>,
@@ -80,7 +80,7 @@ pub struct Lease {
 
 impl Lease {
     /// The address this connection reached.
-    pub fn addr(&self) -> CheckedAddr {
+    pub(crate) fn addr(&self) -> CheckedAddr {
         self.addr
     }
 }
@@ -91,7 +91,7 @@ struct Idle {
 }
 
 /// The pool of one worker.
-pub struct Upstream {
+pub(crate) struct Upstream {
     connect_timeout: Duration,
     /// The client side of TLS to inspected hosts (`serve --ca`); `None` without it.
     tls: Option<TlsConnector>,
@@ -102,7 +102,10 @@ pub struct Upstream {
 
 impl Upstream {
     /// A pool that can also speak TLS to upstream, with `tls`.
-    pub fn with_tls(connect_timeout: Duration, tls: Option<Arc<rustls::ClientConfig>>) -> Upstream {
+    pub(crate) fn with_tls(
+        connect_timeout: Duration,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Upstream {
         let tls_h2 = tls.as_ref().map(|config| {
             let mut config = (**config).clone();
             config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
@@ -130,7 +133,7 @@ impl Upstream {
         clippy::manual_async_fn,
         reason = "an async fn keeps a copy of each argument"
     )]
-    pub fn send<'a, R: FnMut() -> bool + 'a>(
+    pub(crate) fn send<'a, R: FnMut() -> bool + 'a>(
         &'a self,
         addrs: &'a [CheckedAddr],
         mut req: Request<Body>,
@@ -182,7 +185,7 @@ impl Upstream {
     /// Send `req`, a WebSocket's handshake (`super::websocket`), over a new connection
     /// of its own, whose `101` hands the connection over: never one from the pool, and
     /// never kept (the pool's own connections need no upgrade machinery).
-    pub async fn send_upgrade(
+    pub(crate) async fn send_upgrade(
         &self,
         addrs: &[CheckedAddr],
         req: Request<Body>,
@@ -227,7 +230,7 @@ impl Upstream {
     /// Start HTTP/1.1 (over TLS verified for `tls`, when given) on a connection made to
     /// the checked address `addr`; with `h2`, over TLS that offers h2 too, and h2 when
     /// upstream takes it.
-    pub async fn handshake(
+    pub(crate) async fn handshake(
         &self,
         stream: TcpStream,
         addr: CheckedAddr,
@@ -280,7 +283,7 @@ impl Upstream {
     }
 
     /// Keep a connection whose exchange is complete, for the next request to its address.
-    pub fn put_back(&self, lease: Lease) {
+    pub(crate) fn put_back(&self, lease: Lease) {
         if lease.sender.is_closed() {
             return;
         }
@@ -302,7 +305,7 @@ impl Upstream {
     }
 
     /// Close kept-open connections that upstream closed or that sat unused too long.
-    pub fn sweep(&self) {
+    pub(crate) fn sweep(&self) {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         for list in idle.values_mut() {
             list.retain(|e| !e.sender.is_closed() && e.since.elapsed() < IDLE_TIMEOUT);
@@ -385,7 +388,7 @@ fn retry_copy(req: &Request<Body>) -> Option<Request<Body>> {
 }
 
 /// Sweep `pool` every few seconds, for as long as the worker runs.
-pub async fn sweep_every(pool: Arc<Upstream>, period: Duration) {
+pub(crate) async fn sweep_every(pool: Arc<Upstream>, period: Duration) {
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

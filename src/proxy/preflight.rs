@@ -22,7 +22,7 @@ use crate::policy::{Host, Reason};
 const MAX_HEADERS: usize = 100;
 
 /// What the first look found.
-pub enum Preflight {
+pub(crate) enum Preflight {
     /// A head that hyper will read: hand the connection over.
     Ready,
     /// The client closed or sent nothing in time: close without an answer.
@@ -38,7 +38,7 @@ pub enum Preflight {
 const FIRST_PEEK: usize = 4096;
 
 /// Wait (up to `timeout`) for a complete first request head of at most `max` bytes.
-pub async fn first_head(stream: &TcpStream, max: usize, timeout: Duration) -> Preflight {
+pub(crate) async fn first_head(stream: &TcpStream, max: usize, timeout: Duration) -> Preflight {
     let deadline = Instant::now() + timeout;
     let mut buf = vec![0u8; FIRST_PEEK.min(max)];
     let mut backoff = Duration::from_millis(1);
@@ -90,7 +90,7 @@ async fn read_closed(stream: &TcpStream) -> bool {
 }
 
 /// Judge the bytes seen so far: `None` while the head is incomplete. Pure (fuzzed).
-pub fn check(bytes: &[u8]) -> Option<Preflight> {
+pub(crate) fn check(bytes: &[u8]) -> Option<Preflight> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(bytes) {

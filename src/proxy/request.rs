@@ -21,7 +21,7 @@ use crate::policy::{Host, Reason, Target};
 use crate::session;
 
 /// The header a client uses to narrow one request.
-pub const NETWORK_POLICY_HEADER: &str = "x-network-policy";
+pub(crate) const NETWORK_POLICY_HEADER: &str = "x-network-policy";
 
 /// The same, as a header name: looked up on every request, it is not parsed from its
 /// text each time.
@@ -119,7 +119,7 @@ fn upgrade<B>(req: &Request<B>, target: &Target) -> Result<bool, Refusal> {
 }
 
 /// Whether `Connection` names `upgrade`: the request asks to switch protocols.
-pub fn asks_upgrade(headers: &HeaderMap) -> bool {
+pub(crate) fn asks_upgrade(headers: &HeaderMap) -> bool {
     headers
         .get_all(hyper::header::CONNECTION)
         .iter()

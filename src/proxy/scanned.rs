@@ -24,7 +24,7 @@ use crate::judgement::refusal::Refusal;
 
 /// The body failed because it carries a canary. Its text never holds the value.
 #[derive(Debug)]
-pub struct Tripped;
+pub(crate) struct Tripped;
 
 impl std::fmt::Display for Tripped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -36,7 +36,7 @@ impl std::error::Error for Tripped {}
 
 /// The canaries in force for `approved`'s body: the organization's, and its session's.
 /// None in force: an empty list, made without allocating or touching a count.
-pub fn scanners(approved: &Approved) -> Vec<Arc<Scanner>> {
+pub(crate) fn scanners(approved: &Approved) -> Vec<Arc<Scanner>> {
     let session = approved.session.as_ref().map(|s| &s.canaries);
     [Some(&approved.policies.canaries), session]
         .into_iter()
@@ -47,7 +47,7 @@ pub fn scanners(approved: &Approved) -> Vec<Arc<Scanner>> {
 }
 
 /// A body relayed through the scanners; see the module's doc.
-pub struct Scanned<B> {
+pub(crate) struct Scanned<B> {
     inner: B,
     scanners: Vec<Arc<Scanner>>,
     hold: usize,
@@ -64,7 +64,7 @@ pub struct Scanned<B> {
 
 impl<B> Scanned<B> {
     /// `inner` scanned by `scanners` (none empty; at least one), the hit kept in `sent`.
-    pub fn new(inner: B, scanners: Vec<Arc<Scanner>>, sent: Arc<Sent>) -> Self {
+    pub(crate) fn new(inner: B, scanners: Vec<Arc<Scanner>>, sent: Arc<Sent>) -> Self {
         let hold = scanners.iter().map(|s| s.hold_back()).max().unwrap_or(0);
         Scanned {
             inner,

@@ -15,24 +15,24 @@ use crate::net::dial::CheckedAddr;
 
 /// Marks a request read from an h2 stream: its connection upstream offers h2 too.
 #[derive(Debug, Clone, Copy)]
-pub struct WantsH2;
+pub(crate) struct WantsH2;
 
 /// A connection's sender: HTTP/1.1 serves one exchange at a time; h2 is cloned, one
 /// clone per exchange, all multiplexed on the connection.
-pub enum Sender {
+pub(crate) enum Sender {
     H1(http1::SendRequest<Body>),
     H2(http2::SendRequest<Body>),
 }
 
 impl Sender {
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         match self {
             Sender::H1(s) => s.is_closed(),
             Sender::H2(s) => s.is_closed(),
         }
     }
 
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         match self {
             Sender::H1(s) => s.is_ready(),
             Sender::H2(s) => s.is_ready(),
@@ -40,12 +40,12 @@ impl Sender {
     }
 
     /// Whether it multiplexes (h2): kept in the pool while lent.
-    pub fn is_shared(&self) -> bool {
+    pub(crate) fn is_shared(&self) -> bool {
         matches!(self, Sender::H2(_))
     }
 
     /// Another handle on a shared (h2) connection.
-    pub fn share(&self) -> Option<Sender> {
+    pub(crate) fn share(&self) -> Option<Sender> {
         match self {
             Sender::H2(s) => Some(Sender::H2(s.clone())),
             Sender::H1(_) => None,
@@ -53,7 +53,7 @@ impl Sender {
     }
 
     /// Send `req`, giving it back unsent if the connection had already closed.
-    pub async fn try_send(
+    pub(crate) async fn try_send(
         &mut self,
         req: Request<Body>,
     ) -> Result<Response<Incoming>, TrySendError<Request<Body>>> {
@@ -63,7 +63,7 @@ impl Sender {
         }
     }
 
-    pub async fn send(&mut self, req: Request<Body>) -> hyper::Result<Response<Incoming>> {
+    pub(crate) async fn send(&mut self, req: Request<Body>) -> hyper::Result<Response<Incoming>> {
         match self {
             Sender::H1(s) => s.send_request(req).await,
             Sender::H2(s) => s.send_request(for_h2(req)).await,
@@ -95,7 +95,7 @@ fn for_h2(mut req: Request<Body>) -> Request<Body> {
 }
 
 /// h2 over `io` (TLS that chose it), its connection driven by a task of its own.
-pub async fn http2<I>(io: I, addr: CheckedAddr) -> hyper::Result<Sender>
+pub(crate) async fn http2<I>(io: I, addr: CheckedAddr) -> hyper::Result<Sender>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
@@ -113,7 +113,7 @@ where
 
 /// HTTP/1.1 over `io`, its connection driven by a task of its own; with `upgrades`, a
 /// `101` hands the connection over (a WebSocket's, `super::websocket`).
-pub async fn http1<I>(io: I, addr: CheckedAddr, upgrades: bool) -> hyper::Result<Sender>
+pub(crate) async fn http1<I>(io: I, addr: CheckedAddr, upgrades: bool) -> hyper::Result<Sender>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {

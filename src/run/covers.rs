@@ -28,7 +28,7 @@ const JAIL_OWNED: [&str; 3] = ["/proc", "/dev", "/run"];
 
 /// What the jail's init covers and makes read-only.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Plan {
+pub(super) struct Plan {
     /// Hidden: an empty read-only file or directory stands over each.
     pub cover: Vec<PathBuf>,
     /// Bound read-only on itself, pinned.
@@ -37,7 +37,7 @@ pub struct Plan {
 
 impl Plan {
     /// `__jail-init`'s arguments for this plan.
-    pub fn init_args(&self) -> Vec<OsString> {
+    pub(super) fn init_args(&self) -> Vec<OsString> {
         let mut args = Vec::new();
         for path in &self.cover {
             args.extend(["--cover".into(), path.into()]);
@@ -50,7 +50,7 @@ impl Plan {
 }
 
 /// What `run` knows about the view it asks for.
-pub struct Inputs<'a> {
+pub(super) struct Inputs<'a> {
     /// The starting directory, canonical.
     pub start: &'a Path,
     pub writable: &'a Writable,
@@ -68,7 +68,7 @@ pub struct Inputs<'a> {
 }
 
 /// The plan for `inputs`; an error names a proxy file whose directory CMD needs.
-pub fn plan(inputs: &Inputs) -> Result<Plan, String> {
+pub(super) fn plan(inputs: &Inputs) -> Result<Plan, String> {
     let mut cover: Vec<PathBuf> = inputs.hidden.to_vec();
     let mut refused = Vec::new();
     for file in inputs.proxy_files {

@@ -32,7 +32,7 @@ type Result<T> = std::result::Result<T, String>;
 
 /// Mount the jail's `/dev` on `dev` (the view's), from the host's `/dev`; `own_shm`: a
 /// fresh `/dev/shm` rather than the host's.
-pub fn mount_dev(dev: &Path, own_shm: bool) -> Result<()> {
+pub(super) fn mount_dev(dev: &Path, own_shm: bool) -> Result<()> {
     use nix::mount::{mount, MsFlags};
     // Devices work on it (no `nodev`); nothing on it runs.
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC;

@@ -5,11 +5,11 @@ use std::ffi::{OsStr, OsString};
 use crate::dlp::{Canary, Kind};
 
 /// The explicit proxy's address as CMD's HTTP proxy variables name it.
-pub const PROXY_URL: &str = "http://127.0.0.1:3128";
+pub(super) const PROXY_URL: &str = "http://127.0.0.1:3128";
 
 /// The SOCKS5 listener's address as `ALL_PROXY` names it: `socks5h`, so that the client
 /// sends the name and the proxy judges it (docs/reference/socks5.md, "In `run`").
-pub const SOCKS_URL: &str = "socks5h://127.0.0.1:1080";
+pub(super) const SOCKS_URL: &str = "socks5h://127.0.0.1:1080";
 
 /// The variables set to [`PROXY_URL`].
 const HTTP_VARS: [&str; 4] = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
@@ -21,7 +21,7 @@ const ALL_VARS: [&str; 2] = ["ALL_PROXY", "all_proxy"];
 /// proxy and `ALL_PROXY`/`all_proxy` at SOCKS5, `NO_PROXY`/`no_proxy` removed (nothing
 /// bypasses either), and `NODE_USE_ENV_PROXY=1` (Node.js reads the proxy variables only
 /// with it).
-pub fn command_env(
+pub(super) fn command_env(
     inherited: impl IntoIterator<Item = (OsString, OsString)>,
 ) -> Vec<(OsString, OsString)> {
     let replaced = |name: &OsStr| {
@@ -45,12 +45,12 @@ pub fn command_env(
 }
 
 /// Environment variables, as CMD gets them.
-pub type Vars = Vec<(OsString, OsString)>;
+pub(super) type Vars = Vec<(OsString, OsString)>;
 
 /// `run --canary VAR=KIND` (docs/reference/dlp.md): a fresh value of each kind, as the
 /// variable CMD gets (replacing one it would have inherited) and as the canary the proxy
 /// looks for, with the id `run:VAR`.
-pub fn canaries(asked: &[(String, Kind)]) -> Result<(Vars, Vec<Canary>), String> {
+pub(super) fn canaries(asked: &[(String, Kind)]) -> Result<(Vars, Vec<Canary>), String> {
     let mut vars = Vec::with_capacity(asked.len());
     let mut canaries = Vec::with_capacity(asked.len());
     for (var, kind) in asked {
@@ -69,14 +69,14 @@ pub fn canaries(asked: &[(String, Kind)]) -> Result<(Vars, Vec<Canary>), String>
 
 /// A uid and primary gid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ids {
+pub(super) struct Ids {
     pub uid: u32,
     pub gid: u32,
 }
 
 /// Why `--user` or `SUDO_UID`/`SUDO_GID` do not name a user.
 #[derive(Debug, thiserror::Error)]
-pub enum UserError {
+pub(super) enum UserError {
     #[error("--user {0}: no such user")]
     NoUser(String),
     #[error("--user {0}: no such group")]
@@ -90,7 +90,7 @@ pub enum UserError {
 /// Who CMD runs as: `--user NAME[:GROUP]` (that user's uid and primary gid, or GROUP;
 /// numbers accepted), else `SUDO_UID`/`SUDO_GID` when `run` was started through sudo,
 /// else the caller.
-pub fn command_ids(
+pub(super) fn command_ids(
     user: Option<&str>,
     sudo: (Option<String>, Option<String>),
 ) -> Result<Ids, UserError> {

@@ -8,7 +8,7 @@ use super::places::{absolute, canonical};
 
 /// Below each home: hidden when they exist (an empty read-only file or directory stands
 /// over each).
-pub const SECRETS: [&str; 13] = [
+pub(super) const SECRETS: [&str; 13] = [
     ".ssh",
     ".aws",
     ".azure",
@@ -27,7 +27,7 @@ pub const SECRETS: [&str; 13] = [
 /// The homes whose secrets are hidden: `run`'s `$HOME`, the home of `SUDO_USER` (from
 /// the password database) when `run` was started through sudo, and the home of CMD's
 /// uid; canonical, those that exist.
-pub fn homes(cmd_uid: u32) -> Vec<PathBuf> {
+pub(super) fn homes(cmd_uid: u32) -> Vec<PathBuf> {
     use nix::unistd::{Uid, User};
     let mut homes: Vec<PathBuf> = Vec::new();
     homes.extend(std::env::var_os("HOME").map(PathBuf::from));
@@ -52,7 +52,7 @@ pub fn homes(cmd_uid: u32) -> Vec<PathBuf> {
 /// What to hide: each default secret that exists in `homes` but those `show` names, and
 /// each `hide` (which must exist); canonical. An error names a `--show` that is not one
 /// of the defaults, or a `--hide` that cannot be found.
-pub fn hidden(
+pub(super) fn hidden(
     homes: &[PathBuf],
     hide: &[PathBuf],
     show: &[PathBuf],

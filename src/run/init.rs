@@ -35,7 +35,7 @@ const OWN_ERROR: u8 = 125;
 type Result<T> = std::result::Result<T, String>;
 
 /// Confine, start CMD, supervise it; the process's exit code.
-pub fn main(args: InitConfig) -> u8 {
+pub(super) fn main(args: InitConfig) -> u8 {
     // `run` started this process with the passed signals blocked already (a PID 1 drops
     // a signal it has no handler for); SIGCHLD joins them.
     let signals = match signals::Signals::block(true) {

@@ -22,7 +22,7 @@ use nix::sched::{unshare, CloneFlags};
 use tokio::sync::oneshot;
 
 use super::rules::{self, Ports};
-pub use super::rules::{PROXY_PORT, SOCKS_PORT};
+pub(super) use super::rules::{PROXY_PORT, SOCKS_PORT};
 
 /// `ip` arguments that give `lo` the jail's second loopback address, 127.0.0.2 (see
 /// [`make`]): loopback still, so it stays inside the namespace.
@@ -30,7 +30,7 @@ const ADDRCONFIG_ADDRESS: [&str; 5] = ["addr", "add", "127.0.0.2/32", "dev", "lo
 
 /// Why the jail could not be made; `run` exits 125 and CMD never starts.
 #[derive(Debug, thiserror::Error)]
-pub enum JailError {
+pub(super) enum JailError {
     #[error("cannot create the {what} namespace: {source} (needs CAP_SYS_ADMIN)")]
     Namespace {
         what: &'static str,
@@ -62,7 +62,7 @@ pub enum JailError {
 
 /// The proxy's listening sockets, bound inside the jail's network namespace on
 /// 127.0.0.1 (blocking std sockets; make them non-blocking before handing them to tokio).
-pub struct JailSockets {
+pub(super) struct JailSockets {
     /// The explicit proxy, [`PROXY_PORT`].
     pub proxy: TcpListener,
     /// The SOCKS5 listener, [`SOCKS_PORT`].
@@ -78,7 +78,7 @@ pub struct JailSockets {
 }
 
 /// What the jail's first process is started with.
-pub struct Init {
+pub(super) struct Init {
     /// `__jail-init`'s arguments (user, `--`, CMD and its arguments).
     pub args: Vec<OsString>,
     /// CMD's environment (init passes its own on).
@@ -90,7 +90,7 @@ pub struct Init {
 }
 
 /// The jail's first process, started.
-pub struct Started {
+pub(super) struct Started {
     /// Its PID as `run` sees it (signals are passed to it).
     pub pid: u32,
     /// Its exit status, once it has exited.
@@ -98,14 +98,14 @@ pub struct Started {
 }
 
 /// A jail whose namespace and sockets are made, its command not started yet.
-pub struct Jail {
+pub(super) struct Jail {
     go: mpsc::Sender<Init>,
     started: mpsc::Receiver<Result<Started, JailError>>,
 }
 
 impl Jail {
     /// Make the namespace, apply the ruleset and bind the sockets, on a new thread.
-    pub fn create(ports: Ports) -> Result<(Jail, JailSockets), JailError> {
+    pub(super) fn create(ports: Ports) -> Result<(Jail, JailSockets), JailError> {
         let (made_tx, made) = mpsc::channel();
         let (go, go_rx) = mpsc::channel();
         let (started_tx, started) = mpsc::channel();
@@ -130,7 +130,7 @@ impl Jail {
     }
 
     /// Start the jail's first process (in a new PID namespace inside the jail).
-    pub fn start(self, init: Init) -> Result<Started, JailError> {
+    pub(super) fn start(self, init: Init) -> Result<Started, JailError> {
         self.go.send(init).map_err(|_| JailError::Thread)?;
         self.started.recv().map_err(|_| JailError::Thread)?
     }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 /// Directly in each writable place, and what runs them.
-pub const NAMES: [(&str, &str); 16] = [
+pub(super) const NAMES: [(&str, &str); 16] = [
     (".git/hooks", "git runs a hook"),
     (".git/config", "git reads its configuration"),
     (".gitmodules", "git updates submodules"),
@@ -37,7 +37,7 @@ const MODULE_DEPTH: usize = 8;
 
 /// The files that run later that exist now in `places` (each absolute), with what runs
 /// them; none of `exact`.
-pub fn existing(places: &[PathBuf], exact: &[PathBuf]) -> Vec<(PathBuf, &'static str)> {
+pub(super) fn existing(places: &[PathBuf], exact: &[PathBuf]) -> Vec<(PathBuf, &'static str)> {
     let mut found = Vec::new();
     for place in places {
         for (name, why) in NAMES {
@@ -82,7 +82,7 @@ fn modules(dir: &Path, depth: usize, found: &mut Vec<(PathBuf, &'static str)>) {
 }
 
 /// One line for each of `after` not in `before`: created by CMD.
-pub fn report(before: &[(PathBuf, &str)], after: &[(PathBuf, &str)]) -> Vec<String> {
+pub(super) fn report(before: &[(PathBuf, &str)], after: &[(PathBuf, &str)]) -> Vec<String> {
     after
         .iter()
         .filter(|(path, _)| !before.iter().any(|(b, _)| b == path))

@@ -66,7 +66,7 @@ struct Running {
     exit: oneshot::Receiver<io::Result<ExitStatus>>,
 }
 
-pub fn main(args: RunConfig) -> u8 {
+pub(super) fn main(args: RunConfig) -> u8 {
     // First, before any thread or child: nothing `run` starts (the jail's init above
     // all, which CMD could otherwise reach through /proc/1/fd) inherits a descriptor of
     // the caller's but 0, 1 and 2.

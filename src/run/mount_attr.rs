@@ -22,7 +22,7 @@ struct MountAttr {
 const RDONLY: u64 = 0x1;
 
 /// Make the mount at `path` read-only, and with `recursive` every mount below it too.
-pub fn read_only(path: &Path, recursive: bool) -> Result<(), String> {
+pub(super) fn read_only(path: &Path, recursive: bool) -> Result<(), String> {
     let name = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| format!("{}: a NUL byte", path.display()))?;
     let attr = MountAttr {

@@ -29,7 +29,7 @@ use super::{devices, mount_attr};
 
 /// The jail's `/etc/resolv.conf`: queries to port 53 of any address reach the proxy's
 /// DNS listener, so the loopback address names it.
-pub const RESOLV_CONF: &str =
+pub(super) const RESOLV_CONF: &str =
     "# egress-proxy run: the proxy answers every DNS query\nnameserver 127.0.0.1\n";
 
 /// A tmpfs of this namespace's own over the host's `/run`, where the view is built and
@@ -47,7 +47,7 @@ type Result<T> = std::result::Result<T, String>;
 
 /// What CMD may write and what it may not see, from `run` ([`super::places`],
 /// [`super::covers`]).
-pub struct View<'a> {
+pub(super) struct View<'a> {
     /// Absolute and canonical; `/` for everywhere.
     pub writable: &'a [PathBuf],
     /// Covered by an empty read-only file or directory, absolute.
@@ -71,7 +71,7 @@ impl<'a> From<&'a crate::config::InitConfig> for View<'a> {
 
 /// A private mount namespace for this process and CMD, its root the view above, the
 /// working directory the same as before.
-pub fn set_up(view: &View) -> Result<()> {
+pub(super) fn set_up(view: &View) -> Result<()> {
     let start = std::env::current_dir().map_err(|e| format!("the starting directory: {e}"))?;
     unshare(CloneFlags::CLONE_NEWNS).map_err(|e| format!("mount namespace: {e}"))?;
     // Nothing mounted below reaches the host's mount namespace.

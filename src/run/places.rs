@@ -17,11 +17,11 @@ use crate::policy::OrgPolicy;
 const JAIL_OWNED: [&str; 4] = ["/proc", "/sys", "/dev", "/run"];
 
 /// The temporary places: the jail's own (fresh tmpfs) unless `--writable` names one.
-pub const TEMPORARY: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
+pub(super) const TEMPORARY: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
 
 /// What CMD may write.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Writable {
+pub(super) struct Writable {
     /// Absolute and canonical, `/` when everything is.
     pub places: Vec<PathBuf>,
     /// `run` was started in `/`, which is not made writable for it (only `--writable /`
@@ -36,14 +36,14 @@ pub struct Writable {
 
 impl Writable {
     /// `--writable /` was given: the jail is network-only.
-    pub fn everything(&self) -> bool {
+    pub(super) fn everything(&self) -> bool {
         self.places.iter().any(|p| p == Path::new("/"))
     }
 }
 
 /// The writable places for a `run` started in `start` with these `--writable` flags; an
 /// error names the flag that cannot be honoured.
-pub fn writable(start: &Path, flags: &[PathBuf]) -> Result<Writable, String> {
+pub(super) fn writable(start: &Path, flags: &[PathBuf]) -> Result<Writable, String> {
     let mut places = Vec::new();
     let start = canonical(start).map_err(|e| format!("the starting directory: {e}"))?;
     let started_in_root = start == Path::new("/");
@@ -91,7 +91,7 @@ fn jail_owned(path: &Path) -> Option<&'static str> {
 /// The proxy's own files for these flags: the organization file, `--policy`, the `--ca`
 /// directory, the audit log (unless `-`), its signing key and each of `org`'s credential value files
 /// (relative to the organization file's directory, as `crate::secrets` reads them).
-pub fn proxy_files(args: &RunConfig, org: &OrgPolicy) -> Vec<PathBuf> {
+pub(super) fn proxy_files(args: &RunConfig, org: &OrgPolicy) -> Vec<PathBuf> {
     let serve = &args.serve;
     let mut files = vec![serve.org.clone()];
     files.extend(serve.policy.clone());
@@ -109,14 +109,14 @@ pub fn proxy_files(args: &RunConfig, org: &OrgPolicy) -> Vec<PathBuf> {
 }
 
 /// `path` absolute and canonical, after every symbolic link; it must exist.
-pub fn canonical(path: &Path) -> Result<PathBuf, String> {
+pub(super) fn canonical(path: &Path) -> Result<PathBuf, String> {
     std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// `path` canonical, or (a file not made yet, such as the audit log before the proxy
 /// opens it) its directory canonical and its name joined; failing that, made absolute
 /// as written.
-pub fn absolute(path: &Path) -> PathBuf {
+pub(super) fn absolute(path: &Path) -> PathBuf {
     if let Ok(real) = std::fs::canonicalize(path) {
         return real;
     }

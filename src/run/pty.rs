@@ -38,20 +38,20 @@ const RESIZE_RECHECK_MS: u16 = 50;
 
 /// What the jail's init gets as 0, 1 and 2: the pseudo-terminal's slave for each of
 /// `run`'s that is a terminal, `run`'s own (inherited) otherwise.
-pub struct ChildStdio {
+pub(super) struct ChildStdio {
     fds: [Option<OwnedFd>; 3],
 }
 
 impl ChildStdio {
     /// `run`'s 0, 1 and 2, as they are.
-    pub fn inherit() -> ChildStdio {
+    pub(super) fn inherit() -> ChildStdio {
         ChildStdio {
             fds: [None, None, None],
         }
     }
 
     /// Set `command`'s standard descriptors.
-    pub fn apply(self, command: &mut Command) {
+    pub(super) fn apply(self, command: &mut Command) {
         let [stdin, stdout, stderr] = self.fds;
         if let Some(fd) = stdin {
             command.stdin(Stdio::from(fd));
@@ -67,7 +67,7 @@ impl ChildStdio {
 
 /// The relay between the caller's terminal and CMD's; dropping it stops the relay
 /// (after passing on what CMD wrote last) and restores the caller's terminal.
-pub struct Relay {
+pub(super) struct Relay {
     stop: Option<OwnedFd>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// The caller's settings, when `run` made its terminal raw.
@@ -90,7 +90,7 @@ impl Drop for Relay {
 /// CMD's standard descriptors, and the relay when `run`'s standard input is a
 /// terminal. Call it on the thread that blocked the passed signals, before any other
 /// thread starts: SIGWINCH is blocked here too, and every thread must block both.
-pub fn start(owner: Uid) -> io::Result<(ChildStdio, Option<Relay>)> {
+pub(super) fn start(owner: Uid) -> io::Result<(ChildStdio, Option<Relay>)> {
     if !isatty(io::stdin().as_fd()).unwrap_or(false) {
         return Ok((ChildStdio::inherit(), None));
     }

@@ -21,7 +21,7 @@ use seccompiler::{
 
 /// What a matching call gets instead of running.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Answer {
+pub(super) enum Answer {
     /// "Operation not permitted": the call exists but the jail refuses it.
     Eperm,
     /// "Address family not supported": a socket of a family the jail does not have.
@@ -43,7 +43,7 @@ impl Answer {
 /// Which calls of a system call match (arguments compared on their low 32 bits, as the
 /// kernel reads them: `int` pids, `unsigned int` requests and families, clone's flags).
 #[derive(Clone, Copy, Debug)]
-pub enum When {
+pub(super) enum When {
     /// Every call.
     Always,
     /// Argument `arg` has any of `bits` set.
@@ -61,7 +61,7 @@ pub enum When {
 
 /// One line of the filter: a system call, when it matches, and its answer.
 #[derive(Clone, Copy, Debug)]
-pub struct Entry {
+pub(super) struct Entry {
     pub call: &'static str,
     pub nr: libc::c_long,
     pub when: When,
@@ -82,7 +82,7 @@ macro_rules! entry {
 /// The system call numbers the table names, as `libc` spells them (`SYS_` dropped).
 #[allow(non_upper_case_globals)]
 mod sys {
-    pub use libc::{
+    pub(super) use libc::{
         SYS_add_key as add_key, SYS_bpf as bpf, SYS_clone as clone, SYS_clone3 as clone3,
         SYS_delete_module as delete_module, SYS_fanotify_init as fanotify_init,
         SYS_finit_module as finit_module, SYS_fsconfig as fsconfig, SYS_fsmount as fsmount,
@@ -148,7 +148,7 @@ const UNIX_DATAGRAM: When = When::Socket {
 /// - A Unix datagram socket answers `EPERM`: unconnected, it sends to any socket path
 ///   with `sendto`/`sendmsg`, without the `connect` that the Unix-socket supervisor
 ///   checks (a stream or seqpacket socket ignores or refuses an address on send).
-pub const TABLE: &[Entry] = &[
+pub(super) const TABLE: &[Entry] = &[
     entry!(io_uring_setup, When::Always, Eperm),
     entry!(io_uring_enter, When::Always, Eperm),
     entry!(io_uring_register, When::Always, Eperm),
@@ -221,7 +221,7 @@ const ARCH: Option<TargetArch> = None;
 /// Install the filter on this process (`no_new_privs` must be set): every process it
 /// starts afterwards inherits it. `log_only` (`--seccomp-log`): the table's calls run
 /// and the kernel logs them.
-pub fn install(log_only: bool) -> Result<(), String> {
+pub(super) fn install(log_only: bool) -> Result<(), String> {
     for program in programs(log_only)? {
         seccompiler::apply_filter(&program).map_err(|e| format!("system call filter: {e}"))?;
     }
@@ -229,7 +229,7 @@ pub fn install(log_only: bool) -> Result<(), String> {
 }
 
 /// The BPF programs, in the order they are installed.
-pub fn programs(log_only: bool) -> Result<Vec<BpfProgram>, String> {
+pub(super) fn programs(log_only: bool) -> Result<Vec<BpfProgram>, String> {
     let arch = ARCH.ok_or("the system call filter is built for x86_64 and aarch64 only")?;
     let mut by_answer: BTreeMap<Answer, BTreeMap<i64, Vec<SeccompRule>>> = BTreeMap::new();
     for entry in TABLE {

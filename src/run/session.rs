@@ -27,7 +27,7 @@ const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
 /// With `connect_filter`, CMD starts under the connect filter, whose listener goes to
 /// `run` over the given socket (docs/reference/confinement.md, "Unix sockets"); a
 /// failure there stops CMD from starting.
-pub fn own_session(command: &mut Command, connect_filter: Option<(RawFd, Program)>) {
+pub(super) fn own_session(command: &mut Command, connect_filter: Option<(RawFd, Program)>) {
     let terminal = isatty(io::stdin().as_fd()).unwrap_or(false);
     let setup = move || -> io::Result<()> {
         // SAFETY: between fork and exec only async-signal-safe calls are made:
@@ -64,7 +64,7 @@ pub fn own_session(command: &mut Command, connect_filter: Option<(RawFd, Program
 /// `run`'s first step: every descriptor above 2 it inherited marked close-on-exec, so
 /// nothing it starts (the jail's init) holds one of the caller's (docs/reference/
 /// confinement.md). Descriptors Rust opens are close-on-exec already.
-pub fn close_inherited_on_exec() {
+pub(super) fn close_inherited_on_exec() {
     // SAFETY: called before any thread or child: close_range or fcntl on plain
     // integers, no memory changed.
     unsafe { close_on_exec_from_3() }

@@ -15,7 +15,7 @@ use nix::unistd::Pid;
 const PASSED: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
 
 /// Blocked signals and the descriptor that reads them.
-pub struct Signals {
+pub(super) struct Signals {
     fd: SignalFd,
 }
 
@@ -23,7 +23,7 @@ impl Signals {
     /// Block the passed signals (and SIGCHLD with `children`) in the calling thread;
     /// threads it starts afterwards inherit the mask, and children start with an empty
     /// one (the standard library resets it), so block before any thread is started.
-    pub fn block(children: bool) -> nix::Result<Signals> {
+    pub(super) fn block(children: bool) -> nix::Result<Signals> {
         let mut mask = SigSet::empty();
         for signal in PASSED {
             mask.add(signal);
@@ -39,7 +39,7 @@ impl Signals {
     }
 
     /// The next signal (waits for it).
-    pub fn next(&self) -> nix::Result<siginfo> {
+    pub(super) fn next(&self) -> nix::Result<siginfo> {
         loop {
             match self.fd.read_signal() {
                 Ok(Some(info)) => return Ok(info),
@@ -51,7 +51,7 @@ impl Signals {
 
     /// On a thread of its own, pass every signal `run` gets on to `pid` (the jail's
     /// init, also with `--env-only`).
-    pub fn forward_to(self, pid: u32) -> io::Result<()> {
+    pub(super) fn forward_to(self, pid: u32) -> io::Result<()> {
         let pid = Pid::from_raw(i32::try_from(pid).map_err(io::Error::other)?);
         std::thread::Builder::new()
             .name("egress-signals".into())

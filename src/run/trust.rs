@@ -17,14 +17,14 @@ use std::sync::Arc;
 use crate::tls::ca::{self, Ca};
 
 /// Where CMD finds the bundle in the jail.
-pub const JAIL_BUNDLE: &str = "/run/egress-proxy/ca-bundle.pem";
+pub(super) const JAIL_BUNDLE: &str = "/run/egress-proxy/ca-bundle.pem";
 
 /// How the CA's certificate reaches the jail's first process, which writes the bundle.
-pub const CA_ENV: &str = "EGRESS_PROXY_JAIL_CA";
+pub(super) const CA_ENV: &str = "EGRESS_PROXY_JAIL_CA";
 
 /// The variables naming the bundle, one for each TLS stack CMD may use
 /// (docs/reference/confinement.md, "Inspected hosts").
-pub const BUNDLE_VARS: [&str; 6] = [
+pub(super) const BUNDLE_VARS: [&str; 6] = [
     "SSL_CERT_FILE",
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
@@ -34,12 +34,12 @@ pub const BUNDLE_VARS: [&str; 6] = [
 ];
 
 /// The CA of this run.
-pub struct RunCa {
+pub(super) struct RunCa {
     pub ca: Arc<Ca>,
 }
 
 /// `--ca DIR` loaded; else a throw-away CA when `inspected` is not empty; else none.
-pub fn run_ca(dir: Option<&Path>, inspected: &[String]) -> Result<Option<RunCa>, String> {
+pub(super) fn run_ca(dir: Option<&Path>, inspected: &[String]) -> Result<Option<RunCa>, String> {
     if let Some(dir) = dir {
         let loaded = Ca::load(dir).map_err(|e| e.to_string())?;
         return Ok(Some(RunCa {
@@ -55,7 +55,7 @@ pub fn run_ca(dir: Option<&Path>, inspected: &[String]) -> Result<Option<RunCa>,
 }
 
 /// The six variables set to `bundle` in CMD's environment.
-pub fn bundle_env(env: &mut Vec<(OsString, OsString)>, bundle: &Path) {
+pub(super) fn bundle_env(env: &mut Vec<(OsString, OsString)>, bundle: &Path) {
     env.retain(|(name, _)| !BUNDLE_VARS.iter().any(|v| name == *v));
     for name in BUNDLE_VARS {
         env.push((name.into(), bundle.into()));
@@ -64,7 +64,7 @@ pub fn bundle_env(env: &mut Vec<(OsString, OsString)>, bundle: &Path) {
 
 /// Write the bundle for `ca_pem` at `path` (its directory made, readable by all: CMD may
 /// run as another user).
-pub fn write_bundle(path: &Path, ca_pem: &str) -> Result<(), String> {
+pub(super) fn write_bundle(path: &Path, ca_pem: &str) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     let fail = |e: std::io::Error| format!("write {}: {e}", path.display());
     if let Some(dir) = path.parent() {

@@ -13,7 +13,7 @@ use crate::config::RunConfig;
 use crate::policy::OrgPolicy;
 
 /// The view `run` asks the jail's init for.
-pub struct JailView {
+pub(super) struct JailView {
     /// `__jail-init`'s arguments for it.
     pub init_args: Vec<OsString>,
     pub writable: Writable,
@@ -22,7 +22,7 @@ pub struct JailView {
 }
 
 /// The files that run later in the writable places, before CMD ran.
-pub struct Later {
+pub(super) struct Later {
     places: Vec<PathBuf>,
     exact: Vec<PathBuf>,
     before: Vec<(PathBuf, &'static str)>,
@@ -30,13 +30,13 @@ pub struct Later {
 
 impl Later {
     /// One line for each that CMD created, for `run`'s standard error.
-    pub fn created(&self) -> Vec<String> {
+    pub(super) fn created(&self) -> Vec<String> {
         later::report(&self.before, &later::existing(&self.places, &self.exact))
     }
 }
 
 /// The view for `args`, CMD running as `uid`; an error says which flag or file stops it.
-pub fn jail_view(args: &RunConfig, org: &OrgPolicy, uid: u32) -> Result<JailView, String> {
+pub(super) fn jail_view(args: &RunConfig, org: &OrgPolicy, uid: u32) -> Result<JailView, String> {
     let start = std::env::current_dir().map_err(|e| format!("the starting directory: {e}"))?;
     let writable = places::writable(&start, &args.writable)?;
     let start = places::canonical(&start).map_err(|e| format!("the starting directory: {e}"))?;

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 /// How often free memory is given back: after a burst of tunnels closes, RSS is back
 /// near idle within this.
-pub const TRIM_EVERY: Duration = Duration::from_secs(10);
+pub(super) const TRIM_EVERY: Duration = Duration::from_secs(10);
 
 /// Give free memory back every `period`, for the life of the process.
-pub async fn trim_every(period: Duration) {
+pub(super) async fn trim_every(period: Duration) {
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;

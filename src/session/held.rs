@@ -10,7 +10,7 @@ use super::{now_ms, BoxFuture, StoreError};
 
 /// The bytes of one session's budget this replica may spend.
 #[derive(Debug, Default)]
-pub struct Held {
+pub(crate) struct Held {
     /// Committed to this replica and not spent. Spending takes from it; giving back
     /// swaps it to zero, so a byte is either spent or given back, never both.
     avail: AtomicU64,
@@ -26,7 +26,7 @@ pub struct Held {
 
 impl Held {
     /// Take up to `want` bytes; returns how many.
-    pub fn take(&self, want: u64) -> u64 {
+    pub(crate) fn take(&self, want: u64) -> u64 {
         let mut avail = self.avail.load(Ordering::Relaxed);
         loop {
             let grant = want.min(avail);
@@ -50,7 +50,7 @@ impl Held {
     }
 
     /// Take all of `want` or nothing.
-    pub fn take_whole(&self, want: u64) -> bool {
+    pub(crate) fn take_whole(&self, want: u64) -> bool {
         let taken = self
             .avail
             .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |a| a.checked_sub(want))
@@ -63,17 +63,17 @@ impl Held {
     }
 
     /// Committed here and not spent.
-    pub fn avail(&self) -> u64 {
+    pub(crate) fn avail(&self) -> u64 {
         self.avail.load(Ordering::Acquire)
     }
 
     /// Spent through this replica.
-    pub fn spent(&self) -> u64 {
+    pub(crate) fn spent(&self) -> u64 {
         self.spent.load(Ordering::Relaxed)
     }
 
     /// Count `n` bytes sent under no budget (for `uploaded_bytes`).
-    pub fn count(&self, n: u64) {
+    pub(crate) fn count(&self, n: u64) {
         self.spent.fetch_add(n, Ordering::Relaxed);
         self.used_ms.store(now_ms(), Ordering::Relaxed);
     }
@@ -91,7 +91,7 @@ impl Held {
 }
 
 /// What a shared store shares besides sessions: upload budgets and tunnel counts.
-pub trait Leases: Send + Sync {
+pub(crate) trait Leases: Send + Sync {
     /// This replica's holding of session `id`'s budget of `budget` bytes (`None`: the
     /// count of what its requests under no budget send). A narrower budget has a holding
     /// of its own, drawn under it (docs/scale-out.md, "One upload budget").

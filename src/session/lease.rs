@@ -20,25 +20,25 @@ use std::collections::BTreeMap;
 
 /// The smallest slice a draw commits (unless less is free), for budgets of 64 MiB and
 /// more; smaller budgets use `B / 1024`, so three replicas strand at most about 0.3 %.
-pub const MIN_SLICE: u64 = 64 * 1024;
+pub(crate) const MIN_SLICE: u64 = 64 * 1024;
 /// The largest slice one draw commits: a replica killed strands at most this.
-pub const MAX_SLICE: u64 = 4 * 1024 * 1024;
+pub(crate) const MAX_SLICE: u64 = 4 * 1024 * 1024;
 /// A slice is this fraction of what the replica could reach (free plus its reserve).
-pub const SLICE_DIVISOR: u64 = 64;
+pub(crate) const SLICE_DIVISOR: u64 = 64;
 /// A reserve is topped up to this fraction of what the replica could reach.
-pub const RESERVE_DIVISOR: u64 = 16;
+pub(crate) const RESERVE_DIVISOR: u64 = 16;
 /// The largest reserve top-up one draw takes.
-pub const MAX_RESERVE: u64 = 4 * MAX_SLICE;
+pub(crate) const MAX_RESERVE: u64 = 4 * MAX_SLICE;
 
 /// The floor of a slice for budget `budget`.
-pub fn floor(budget: u64) -> u64 {
+pub(crate) fn floor(budget: u64) -> u64 {
     (budget / 1024).clamp(1, MIN_SLICE)
 }
 
 /// What one draw does: how much moves from free into the replica's reserve, and how
 /// much moves from its reserve to committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Draw {
+pub(crate) struct Draw {
     pub take: u64,
     pub commit: u64,
 }
@@ -48,7 +48,7 @@ pub struct Draw {
 ///
 /// The slice shrinks with what is left (`reach / 64`), so as the budget nears its end
 /// replicas hold little each and the last bytes are not stranded on one of them.
-pub fn plan(budget: u64, free: u64, own: u64, need: u64) -> Draw {
+pub(crate) fn plan(budget: u64, free: u64, own: u64, need: u64) -> Draw {
     let reach = free.saturating_add(own);
     let slice = need
         .max((reach / SLICE_DIVISOR).clamp(floor(budget), MAX_SLICE))
@@ -67,7 +67,7 @@ pub fn plan(budget: u64, free: u64, own: u64, need: u64) -> Draw {
 
 /// The budget's state as Redis holds it, for one session.
 #[derive(Debug, Clone, Default)]
-pub struct Ledger {
+pub(crate) struct Ledger {
     pub budget: u64,
     pub committed: u64,
     /// The live reserves, by replica.
@@ -75,7 +75,7 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    pub fn new(budget: u64) -> Ledger {
+    pub(crate) fn new(budget: u64) -> Ledger {
         Ledger {
             budget,
             ..Ledger::default()
@@ -83,7 +83,7 @@ impl Ledger {
     }
 
     /// What is neither committed nor in a live reserve.
-    pub fn free(&self) -> u64 {
+    pub(crate) fn free(&self) -> u64 {
         let reserved: u64 = self.reserves.values().sum();
         self.budget
             .saturating_sub(self.committed)
@@ -91,7 +91,7 @@ impl Ledger {
     }
 
     /// Replica `r` needs `need` bytes: returns the bytes committed to it.
-    pub fn draw(&mut self, r: u32, need: u64) -> u64 {
+    pub(crate) fn draw(&mut self, r: u32, need: u64) -> u64 {
         let own = self.reserves.get(&r).copied().unwrap_or(0);
         let d = plan(self.budget, self.free(), own, need);
         let left = own + d.take - d.commit;
@@ -106,13 +106,13 @@ impl Ledger {
 
     /// Replica `r` gives back its reserve and `unspent` committed bytes it will not
     /// spend (it stopped spending them first).
-    pub fn give_back(&mut self, r: u32, unspent: u64) {
+    pub(crate) fn give_back(&mut self, r: u32, unspent: u64) {
         self.committed = self.committed.saturating_sub(unspent);
         self.reserves.remove(&r);
     }
 
     /// Replica `r`'s reserve key expired (it died, or could not refresh it).
-    pub fn expire(&mut self, r: u32) {
+    pub(crate) fn expire(&mut self, r: u32) {
         self.reserves.remove(&r);
     }
 }

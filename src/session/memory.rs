@@ -20,7 +20,7 @@ use crate::metrics::Metrics;
 use crate::policy::RequestPolicy;
 
 /// Every live session of this process.
-pub struct MemoryStore {
+pub(crate) struct MemoryStore {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     metrics: Arc<Metrics>,
 }
@@ -29,7 +29,7 @@ pub struct MemoryStore {
 use super::{credentials_of, TunnelGuard};
 
 impl MemoryStore {
-    pub fn new(metrics: Arc<Metrics>) -> MemoryStore {
+    pub(crate) fn new(metrics: Arc<Metrics>) -> MemoryStore {
         MemoryStore {
             sessions: Mutex::new(HashMap::new()),
             metrics,
@@ -38,27 +38,27 @@ impl MemoryStore {
 
     /// The store's lock. Held by a reload while it revokes and swaps policies, so a
     /// session is never created against a policy that is being replaced.
-    pub fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Build a session with fresh credentials. Returns it and its token; insert it with
     /// [`insert`](Self::insert) once its policy has been checked.
-    pub fn create(&self, new: NewSession) -> (Arc<Session>, String) {
+    pub(crate) fn create(&self, new: NewSession) -> (Arc<Session>, String) {
         let token = random_hex(32);
         let session = Session::new(random_hex(16), hash_token(&token), new, SystemTime::now());
         (Arc::new(session), token)
     }
 
     /// Add a session to `map` (the store's locked map).
-    pub fn insert(&self, map: &mut HashMap<String, Arc<Session>>, session: Arc<Session>) {
+    pub(crate) fn insert(&self, map: &mut HashMap<String, Arc<Session>>, session: Arc<Session>) {
         map.insert(session.id.clone(), session);
         self.metrics.sessions_created.inc();
         self.metrics.sessions_active.set(map.len() as i64);
     }
 
     /// Remove and end a session held in `map`; `None` when it is not there.
-    pub fn end_locked(
+    pub(crate) fn end_locked(
         &self,
         map: &mut HashMap<String, Arc<Session>>,
         id: &str,
@@ -73,7 +73,7 @@ impl MemoryStore {
     }
 
     /// End a session now (DELETE): its tunnels close.
-    pub fn end(&self, id: &str, why: Ended) -> Option<Arc<Session>> {
+    pub(crate) fn end(&self, id: &str, why: Ended) -> Option<Arc<Session>> {
         self.end_locked(&mut self.lock(), id, why)
     }
 
@@ -85,7 +85,7 @@ impl MemoryStore {
     }
 
     /// End every session idle for its timeout (its tunnels close). Called periodically.
-    pub fn expire_idle(&self) {
+    pub(crate) fn expire_idle(&self) {
         let now = now_ms();
         let mut map = self.lock();
         let idle: Vec<String> = map
@@ -99,7 +99,7 @@ impl MemoryStore {
     }
 
     /// The live session `id` (expiring it first if its time is up).
-    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+    pub(crate) fn get(&self, id: &str) -> Option<Arc<Session>> {
         let mut map = self.lock();
         let session = map.get(id)?.clone();
         if self.expired(&session, now_ms()) {
@@ -110,7 +110,7 @@ impl MemoryStore {
     }
 
     /// Every live session, oldest first.
-    pub fn list(&self) -> Vec<Arc<Session>> {
+    pub(crate) fn list(&self) -> Vec<Arc<Session>> {
         let mut all: Vec<Arc<Session>> = self.lock().values().cloned().collect();
         all.sort_by_key(|s| s.created_at);
         all
@@ -129,7 +129,10 @@ impl MemoryStore {
     /// The session named by a request's `Proxy-Authorization`, if it carries one: that
     /// request is traffic for it. Errors never say which part was wrong.
     #[cfg(test)]
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Option<Arc<Session>>, AuthError> {
+    pub(crate) fn authenticate(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Option<Arc<Session>>, AuthError> {
         let mut values = headers.get_all(hyper::header::PROXY_AUTHORIZATION).iter();
         let first = values.next();
         match credentials_of(first.map_or(0, |_| 1 + values.count()), first)? {
@@ -141,12 +144,12 @@ impl MemoryStore {
     /// Count an open tunnel of `session` until the guard drops. `None` when the session
     /// already holds `max` open tunnels (`--max-tunnels-per-session`).
     #[cfg(test)]
-    pub fn tunnel_opened(&self, session: &Arc<Session>, max: usize) -> Option<TunnelGuard> {
+    pub(crate) fn tunnel_opened(&self, session: &Arc<Session>, max: usize) -> Option<TunnelGuard> {
         super::tunnel_opened(session, max)
     }
 
     /// What `GET /v1/sessions/{id}` shows.
-    pub fn view(&self, s: &Session) -> View {
+    pub(crate) fn view(&self, s: &Session) -> View {
         view(s)
     }
 }

@@ -12,15 +12,15 @@ use super::Session;
 use crate::policy::RequestPolicy;
 
 /// How long a request waits for a reviewer when `ask_timeout_seconds` is not given.
-pub const DEFAULT_ASK_SECS: u64 = 30;
+pub(crate) const DEFAULT_ASK_SECS: u64 = 30;
 /// The longest a request may wait for a reviewer (`ask_timeout_seconds`).
-pub const MAX_ASK_SECS: u64 = 300;
+pub(crate) const MAX_ASK_SECS: u64 = 300;
 
 /// A session's `network_policy`: compiled, and as the client sent it (what `GET` shows).
 /// Its coverage by the policies in force is cached with it, so a policy swapped in is
 /// checked afresh by construction.
 #[derive(Debug)]
-pub struct SessionPolicy {
+pub(crate) struct SessionPolicy {
     pub compiled: RequestPolicy,
     pub json: Value,
     /// The policies snapshot this policy was last found covered by (see
@@ -30,7 +30,7 @@ pub struct SessionPolicy {
 }
 
 impl SessionPolicy {
-    pub fn new(compiled: RequestPolicy, json: Value) -> SessionPolicy {
+    pub(crate) fn new(compiled: RequestPolicy, json: Value) -> SessionPolicy {
         SessionPolicy {
             compiled,
             json,
@@ -42,7 +42,7 @@ impl SessionPolicy {
     /// `check` only once per snapshot that covers it. A fleet can run two policy
     /// versions during a rollout, and a session made on a replica with a wider policy
     /// must not be taken at its word on a narrower one (docs/scale-out.md).
-    pub fn covered_under<T, E>(
+    pub(crate) fn covered_under<T, E>(
         &self,
         snapshot: &Arc<T>,
         check: impl FnOnce() -> Result<(), E>,
@@ -66,7 +66,7 @@ impl SessionPolicy {
     /// This policy with `entry` (a destination pattern such as `api.example.com:443`)
     /// added to its `allowed_domains`; `None` when it has no list to add to (a
     /// `disabled` policy) or the result does not compile.
-    pub fn with_entry(&self, entry: &str) -> Option<SessionPolicy> {
+    pub(crate) fn with_entry(&self, entry: &str) -> Option<SessionPolicy> {
         let mut json = self.json.clone();
         let list = json.get_mut("allowed_domains")?.as_array_mut()?;
         if !list.iter().any(|e| e.as_str() == Some(entry)) {
@@ -79,7 +79,7 @@ impl SessionPolicy {
 
 impl Session {
     /// The policy in force for the session now.
-    pub fn policy(&self) -> Arc<SessionPolicy> {
+    pub(crate) fn policy(&self) -> Arc<SessionPolicy> {
         self.policy
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -88,7 +88,7 @@ impl Session {
 
     /// Put `new` in force for every request judged from now on (its coverage is its
     /// own, so it is checked at the next request).
-    pub fn set_policy(&self, new: SessionPolicy) {
+    pub(crate) fn set_policy(&self, new: SessionPolicy) {
         *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(new);
     }
 }

@@ -29,14 +29,14 @@ use super::{BoxFuture, Store, StoreError, MAX_IDLE_SECS};
 
 /// A reserve not refreshed for this long comes back to the fleet: a replica killed
 /// loses its reserve for at most this.
-pub const RESERVE_TTL: Duration = Duration::from_secs(30);
+pub(super) const RESERVE_TTL: Duration = Duration::from_secs(30);
 /// How often a replica refreshes its reserves and reports what it spent.
-pub const REFRESH_EVERY: Duration = Duration::from_secs(5);
+pub(super) const REFRESH_EVERY: Duration = Duration::from_secs(5);
 /// A holding unused for this long is given back.
-pub const IDLE_RETURN: Duration = Duration::from_secs(10);
+pub(super) const IDLE_RETURN: Duration = Duration::from_secs(10);
 /// A holding of a session with no tunnel open here (its last one closed) is given back
 /// once unused this long: a steady stream of requests keeps it, a pause gives it back.
-pub const TUNNELS_CLOSED_RETURN: Duration = Duration::from_secs(1);
+pub(super) const TUNNELS_CLOSED_RETURN: Duration = Duration::from_secs(1);
 /// The budget keys outlive any session's idle time (twice the longest), refreshed by
 /// every draw and upkeep while the session is used.
 const KEY_TTL_MS: u64 = 2 * MAX_IDLE_SECS * 1000;

@@ -13,7 +13,7 @@ use super::now_ms;
 /// This replica's holdings, by session id, then budget (a session has one, or a few
 /// while a narrower budget is in force for some of its requests).
 #[derive(Default)]
-pub struct Holdings {
+pub(super) struct Holdings {
     pub(super) by_id: std::sync::Mutex<HashMap<String, Vec<Slot>>>,
 }
 

@@ -11,24 +11,24 @@ use crate::dlp::{check_value, Canary};
 use crate::policy::{OnTrip, RequestPolicy};
 
 /// The prefix of every session key.
-pub const KEY_PREFIX: &str = "egress-proxy:session:";
+pub(super) const KEY_PREFIX: &str = "egress-proxy:session:";
 /// The channel every replica listens on for ended sessions: `deleted ID` or `revoked ID`.
-pub const CHANNEL: &str = "egress-proxy:session-ended";
+pub(super) const CHANNEL: &str = "egress-proxy:session-ended";
 
 /// The key of session `id`.
-pub fn key(id: &str) -> String {
+pub(super) fn key(id: &str) -> String {
     format!("{KEY_PREFIX}{id}")
 }
 
 /// Whether `id` can be a session id (32 hex digits, as [`super::random_hex`] makes
 /// them). Anything else is unknown without asking Redis, and never becomes part of a
 /// key.
-pub fn plausible_id(id: &str) -> bool {
+pub(super) fn plausible_id(id: &str) -> bool {
     id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The hash fields of a new session.
-pub fn fields(
+pub(super) fn fields(
     new: &NewSession,
     hash: &TokenHash,
     created_at: SystemTime,
@@ -71,7 +71,7 @@ pub fn fields(
 
 /// A session read back from its hash; `None` (logged) when the hash is not one this
 /// proxy wrote: fail closed, the credentials are unknown.
-pub fn parse(id: &str, fields: &HashMap<String, String>) -> Option<Session> {
+pub(super) fn parse(id: &str, fields: &HashMap<String, String>) -> Option<Session> {
     let parsed = parse_fields(fields);
     if parsed.is_none() {
         tracing::error!(session = %id, "the session store holds a session this proxy cannot read; its credentials are refused");
@@ -140,7 +140,7 @@ fn unhex(text: &str) -> Option<TokenHash> {
 }
 
 /// A message on [`CHANNEL`].
-pub fn message(why: super::Ended, id: &str) -> String {
+pub(super) fn message(why: super::Ended, id: &str) -> String {
     let word = match why {
         super::Ended::Revoked => "revoked",
         super::Ended::Expired => "expired",
@@ -150,7 +150,7 @@ pub fn message(why: super::Ended, id: &str) -> String {
 }
 
 /// A message on [`CHANNEL`] read back.
-pub fn parse_message(payload: &[u8]) -> Option<(super::Ended, &str)> {
+pub(super) fn parse_message(payload: &[u8]) -> Option<(super::Ended, &str)> {
     let text = std::str::from_utf8(payload).ok()?;
     let (word, id) = text.split_once(' ')?;
     let why = match word {

@@ -34,16 +34,16 @@ use crate::policy::RequestPolicy;
 /// How long a verified session is trusted without asking Redis. A delete on another
 /// replica reaches this one through pub/sub at once; this bounds it when a message was
 /// lost (docs/scale-out.md: at most 2 s).
-pub const VERIFY_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const VERIFY_EVERY: Duration = Duration::from_secs(1);
 /// The longest a replica waits before telling Redis of a session's traffic.
-pub const MAX_REFRESH: Duration = Duration::from_secs(5);
+pub(crate) const MAX_REFRESH: Duration = Duration::from_secs(5);
 /// A local copy unused for this long is dropped (Redis still holds the session).
 pub(super) const EVICT_AFTER: Duration = Duration::from_secs(30);
 
 /// How often traffic on one replica moves a session's TTL: a quarter of its idle
 /// timeout, at most [`MAX_REFRESH`]. A session can expire this much (plus one upkeep
 /// tick) before its last traffic plus its idle timeout: never later.
-pub fn refresh_interval(idle: Duration) -> Duration {
+pub(crate) fn refresh_interval(idle: Duration) -> Duration {
     (idle / 4).min(MAX_REFRESH)
 }
 
@@ -60,7 +60,7 @@ fn trusted(s: &Session) -> bool {
 }
 
 /// Sessions in Redis, with this replica's verified copies.
-pub struct RedisStore {
+pub(crate) struct RedisStore {
     pub(super) conn: ConnectionManager,
     pub(super) client: Client,
     pub(super) timeout: Duration,

@@ -18,7 +18,7 @@ use crate::metrics::Metrics;
 impl RedisStore {
     /// Connect lazily to `url` (the first call connects; a store that is down at start
     /// is an outage like any other) and start listening for ended sessions.
-    pub fn start(
+    pub(crate) fn start(
         url: &str,
         timeout: Duration,
         metrics: Arc<Metrics>,

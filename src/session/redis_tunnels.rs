@@ -16,7 +16,7 @@ use super::redis_store::RedisStore;
 use super::{BoxFuture, Session, StoreError, MAX_IDLE_SECS};
 
 /// A replica's count not refreshed for this long stops counting.
-pub const COUNT_TTL: Duration = Duration::from_secs(30);
+pub(super) const COUNT_TTL: Duration = Duration::from_secs(30);
 const KEY_TTL_MS: u64 = 2 * MAX_IDLE_SECS * 1000;
 
 /// Sum the live counts of other replicas (dropping the dead from the holders); KEYS

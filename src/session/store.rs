@@ -13,10 +13,10 @@ use crate::dlp::Canary;
 use crate::policy::{OnTrip, RequestPolicy, Widening};
 
 /// A boxed future that can move between tasks.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// What `POST /v1/sessions` asks for, once its body is checked.
-pub struct NewSession {
+pub(crate) struct NewSession {
     pub policy: RequestPolicy,
     /// The `network_policy` as the client sent it.
     pub policy_json: serde_json::Value,
@@ -37,7 +37,7 @@ pub struct StoreError(pub String);
 
 /// Why a session was not created.
 #[derive(Debug)]
-pub enum CreateError {
+pub(crate) enum CreateError {
     /// Its policy widens the policies in force (422).
     Widening(Widening),
     /// The store is unavailable (503).
@@ -45,13 +45,13 @@ pub enum CreateError {
 }
 
 /// Checks a session's policy against the policies in force: `Err` names what widens.
-pub type Admit<'a> = &'a (dyn Fn(&RequestPolicy) -> Result<(), Widening> + Sync);
+pub(crate) type Admit<'a> = &'a (dyn Fn(&RequestPolicy) -> Result<(), Widening> + Sync);
 
 /// The sessions a reload ended, each with the entries that were no longer covered.
-pub type Revoked = Vec<(String, Vec<String>)>;
+pub(crate) type Revoked = Vec<(String, Vec<String>)>;
 
 /// Where sessions live.
-pub trait Store: Send + Sync {
+pub(crate) trait Store: Send + Sync {
     /// The session `id` if `token` is its token; the request is traffic for it.
     fn verify<'a>(
         &'a self,

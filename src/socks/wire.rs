@@ -12,21 +12,21 @@ use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The version byte of every SOCKS5 message but the username/password ones.
-pub const VERSION: u8 = 5;
+pub(crate) const VERSION: u8 = 5;
 /// The version byte of SOCKS4 and 4a, which are refused.
-pub const SOCKS4: u8 = 4;
+pub(crate) const SOCKS4: u8 = 4;
 /// The version byte of RFC 1929's messages.
-pub const AUTH_VERSION: u8 = 1;
+pub(crate) const AUTH_VERSION: u8 = 1;
 
 /// Authentication methods (RFC 1928, section 3).
-pub const METHOD_NONE: u8 = 0x00;
-pub const METHOD_USER_PASS: u8 = 0x02;
-pub const NO_ACCEPTABLE_METHOD: u8 = 0xFF;
+pub(crate) const METHOD_NONE: u8 = 0x00;
+pub(crate) const METHOD_USER_PASS: u8 = 0x02;
+pub(crate) const NO_ACCEPTABLE_METHOD: u8 = 0xFF;
 
 /// Commands (RFC 1928, section 4).
-pub const CONNECT: u8 = 0x01;
-pub const BIND: u8 = 0x02;
-pub const UDP_ASSOCIATE: u8 = 0x03;
+pub(crate) const CONNECT: u8 = 0x01;
+pub(crate) const BIND: u8 = 0x02;
+pub(crate) const UDP_ASSOCIATE: u8 = 0x03;
 
 const ATYP_V4: u8 = 0x01;
 const ATYP_NAME: u8 = 0x03;
@@ -34,7 +34,7 @@ const ATYP_V6: u8 = 0x04;
 
 /// How far a parser got with the bytes so far.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Progress<T> {
+pub(crate) enum Progress<T> {
     /// The message needs at least this many bytes in all (never more than it has).
     Need(usize),
     /// The message, and how many bytes it took.
@@ -45,7 +45,7 @@ pub enum Progress<T> {
 
 /// Why bytes are not the message that was expected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Bad {
+pub(crate) enum Bad {
     #[error("SOCKS4 and SOCKS4a are not served: SOCKS5 only")]
     Socks4,
     #[error("not a SOCKS5 client (first byte {0:#04x})")]
@@ -62,13 +62,13 @@ pub enum Bad {
 
 /// The client's first message: the authentication methods it offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Greeting {
+pub(crate) struct Greeting {
     pub methods: Vec<u8>,
 }
 
 /// RFC 1929's user name and password. Its `Debug` never shows the password.
 #[derive(Clone, PartialEq, Eq)]
-pub struct UserPass {
+pub(crate) struct UserPass {
     pub user: Vec<u8>,
     pub pass: Vec<u8>,
 }
@@ -84,7 +84,7 @@ impl fmt::Debug for UserPass {
 
 /// Where a request asks to go.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Dest {
+pub(crate) enum Dest {
     /// A name made only of letters, digits, `-`, `.` and `_` (not yet normalised).
     Name(String),
     /// A name with any other byte, or none: refused before anything reads it.
@@ -95,7 +95,7 @@ pub enum Dest {
 
 impl Dest {
     /// The host as an audit record shows it: a bad name's bytes escaped.
-    pub fn host_text(&self) -> String {
+    pub(crate) fn host_text(&self) -> String {
         match self {
             Dest::Name(name) => name.clone(),
             Dest::BadName(bytes) => bytes.escape_ascii().to_string(),
@@ -107,7 +107,7 @@ impl Dest {
 
 /// The client's request: a command, a destination and a port.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Request {
+pub(crate) struct Request {
     pub command: u8,
     pub dest: Dest,
     pub port: u16,
@@ -115,7 +115,7 @@ pub struct Request {
 
 impl Request {
     /// The command's name, for refusals.
-    pub fn command_name(&self) -> String {
+    pub(crate) fn command_name(&self) -> String {
         match self.command {
             CONNECT => "CONNECT".into(),
             BIND => "BIND".into(),
@@ -126,12 +126,12 @@ impl Request {
 }
 
 /// A byte a host name may hold, as SOCKS5 names are judged (docs/reference/socks5.md).
-pub fn is_host_byte(b: u8) -> bool {
+pub(crate) fn is_host_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_')
 }
 
 /// The greeting: `VER NMETHODS METHODS...`.
-pub fn parse_greeting(buf: &[u8]) -> Progress<Greeting> {
+pub(crate) fn parse_greeting(buf: &[u8]) -> Progress<Greeting> {
     match buf.first() {
         None => return Progress::Need(1),
         Some(&VERSION) => {}
@@ -154,7 +154,7 @@ pub fn parse_greeting(buf: &[u8]) -> Progress<Greeting> {
 }
 
 /// RFC 1929's request: `VER ULEN UNAME PLEN PASSWD`.
-pub fn parse_user_pass(buf: &[u8]) -> Progress<UserPass> {
+pub(crate) fn parse_user_pass(buf: &[u8]) -> Progress<UserPass> {
     match buf.first() {
         None => return Progress::Need(1),
         Some(&AUTH_VERSION) => {}
@@ -181,7 +181,7 @@ pub fn parse_user_pass(buf: &[u8]) -> Progress<UserPass> {
 }
 
 /// The request: `VER CMD RSV ATYP DST.ADDR DST.PORT`.
-pub fn parse_request(buf: &[u8]) -> Progress<Request> {
+pub(crate) fn parse_request(buf: &[u8]) -> Progress<Request> {
     match buf.first() {
         None => return Progress::Need(1),
         Some(&VERSION) => {}
@@ -232,7 +232,7 @@ pub fn parse_request(buf: &[u8]) -> Progress<Request> {
 /// The reply codes the listener sends (RFC 1928, section 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub enum Reply {
+pub(crate) enum Reply {
     Succeeded = 0x00,
     GeneralFailure = 0x01,
     NotAllowed = 0x02,
@@ -246,7 +246,7 @@ pub enum Reply {
 /// used); else none, unless a session is required; [`NO_ACCEPTABLE_METHOD`] when nothing
 /// fits. Without sessions, a client offering only username/password is let through it
 /// (its credentials are not judged, as `Proxy-Authorization` is not).
-pub fn choose_method(offered: &[u8], sessions: bool, require_session: bool) -> u8 {
+pub(crate) fn choose_method(offered: &[u8], sessions: bool, require_session: bool) -> u8 {
     let offers = |m| offered.contains(&m);
     match (sessions, require_session) {
         (true, _) if offers(METHOD_USER_PASS) => METHOD_USER_PASS,
@@ -258,18 +258,18 @@ pub fn choose_method(offered: &[u8], sessions: bool, require_session: bool) -> u
 }
 
 /// The server's choice of method: `VER METHOD`.
-pub fn method_reply(method: u8) -> [u8; 2] {
+pub(crate) fn method_reply(method: u8) -> [u8; 2] {
     [VERSION, method]
 }
 
 /// RFC 1929's status: `VER STATUS`, 0x00 for success, 0x01 for failure.
-pub fn user_pass_reply(ok: bool) -> [u8; 2] {
+pub(crate) fn user_pass_reply(ok: bool) -> [u8; 2] {
     [AUTH_VERSION, if ok { 0x00 } else { 0x01 }]
 }
 
 /// The reply to a request: `VER REP RSV ATYP BND.ADDR BND.PORT`, the bound address
 /// only with a success (`0.0.0.0:0` otherwise).
-pub fn reply(code: Reply, bound: Option<SocketAddr>) -> Vec<u8> {
+pub(crate) fn reply(code: Reply, bound: Option<SocketAddr>) -> Vec<u8> {
     let mut out = vec![VERSION, code as u8, 0];
     match bound.map(|b| (b.ip().to_canonical(), b.port())) {
         Some((std::net::IpAddr::V6(ip), port)) => {

@@ -11,7 +11,7 @@ use crate::policy::FirstBytes;
 
 /// What a redirected connection's first bytes are, as far as they go.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Opening {
+pub(crate) enum Opening {
     /// Still a prefix of a request line or of a ClientHello: wait for more.
     Undecided,
     /// An HTTP/1 request line: the connection code reads and judges its head.
@@ -22,7 +22,7 @@ pub enum Opening {
 }
 
 /// Classify the bytes a client has sent so far.
-pub fn classify(bytes: &[u8]) -> Opening {
+pub(crate) fn classify(bytes: &[u8]) -> Opening {
     if bytes.first() == Some(&TLS_HANDSHAKE) {
         return match read_hello(bytes) {
             None => Opening::Undecided,

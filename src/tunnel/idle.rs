@@ -18,19 +18,19 @@ use crate::session::Session;
 /// When bytes last moved through any stream sharing it, in milliseconds since `start`,
 /// and the session (if any) whose traffic they are.
 #[derive(Clone)]
-pub struct Activity {
+pub(crate) struct Activity {
     start: Instant,
     last_ms: Arc<AtomicU64>,
     session: Option<Arc<Session>>,
 }
 
 impl Activity {
-    pub fn new() -> Activity {
+    pub(crate) fn new() -> Activity {
         Activity::of(None)
     }
 
     /// The activity of a tunnel of `session`: its relayed bytes keep the session alive.
-    pub fn of(session: Option<Arc<Session>>) -> Activity {
+    pub(crate) fn of(session: Option<Arc<Session>>) -> Activity {
         Activity {
             start: Instant::now(),
             last_ms: Arc::new(AtomicU64::new(0)),
@@ -39,7 +39,7 @@ impl Activity {
     }
 
     /// Note that bytes moved now, for the tunnel's own idle timeout.
-    pub fn touch(&self) {
+    pub(crate) fn touch(&self) {
         let ms = self.start.elapsed().as_millis() as u64;
         self.last_ms.fetch_max(ms, Ordering::Relaxed);
     }
@@ -47,7 +47,7 @@ impl Activity {
     /// Note that a burst of bytes was relayed: [`touch`](Self::touch), and traffic for
     /// the session. Once per burst, not per byte: a read of a coarse clock and a relaxed
     /// atomic ([`Session::mark_traffic`]).
-    pub fn relayed(&self) {
+    pub(crate) fn relayed(&self) {
         self.touch();
         if let Some(session) = &self.session {
             session.mark_traffic();
@@ -59,7 +59,7 @@ impl Activity {
     }
 
     /// Completes once nothing has moved for `idle`.
-    pub async fn idle_for(&self, idle: Duration) {
+    pub(crate) async fn idle_for(&self, idle: Duration) {
         loop {
             let deadline = self.last() + idle;
             if Instant::now() >= deadline {
@@ -71,7 +71,7 @@ impl Activity {
 
     /// Wrap `inner` so that reads and writes through it count as activity, adding the
     /// bytes read from it to `read`.
-    pub fn watch_counting<S>(&self, inner: S, read: Arc<AtomicU64>) -> Watched<S> {
+    pub(crate) fn watch_counting<S>(&self, inner: S, read: Arc<AtomicU64>) -> Watched<S> {
         Watched {
             inner,
             activity: self.clone(),
@@ -88,7 +88,7 @@ impl Default for Activity {
 
 /// A stream whose traffic is noted in an [`Activity`], and which counts the bytes read
 /// from it (so a tunnel cut short still reports what it carried).
-pub struct Watched<S> {
+pub(crate) struct Watched<S> {
     inner: S,
     activity: Activity,
     read: Arc<AtomicU64>,
@@ -96,7 +96,7 @@ pub struct Watched<S> {
 
 impl<S> Watched<S> {
     /// The stream and its byte count, for a copy loop that counts by itself.
-    pub fn into_parts(self) -> (S, Arc<AtomicU64>) {
+    pub(crate) fn into_parts(self) -> (S, Arc<AtomicU64>) {
         (self.inner, self.read)
     }
 }

@@ -10,13 +10,13 @@
 //! served by the listener that knows HTTP, through [`Inspect`].
 
 mod carry;
-pub mod idle;
+pub(crate) mod idle;
 mod open;
 mod prefixed;
 mod record;
-pub mod relay;
+pub(crate) mod relay;
 #[cfg(target_os = "linux")]
-pub mod splice;
+pub(crate) mod splice;
 #[cfg(test)]
 mod test_pair;
 mod way;
@@ -42,16 +42,16 @@ use crate::session::until_ended;
 use carry::{carry, Carried};
 use idle::{Activity, Watched};
 use open::TunnelOpen;
-pub use prefixed::Prefixed;
+pub(crate) use prefixed::Prefixed;
 use record::TunnelRecord;
 
 /// A tunnel's client side as the engine holds it: its TCP connection, the bytes already
 /// read from it in front, its traffic watched.
-pub type ClientSide = Watched<Prefixed<TcpStream>>;
+pub(crate) type ClientSide = Watched<Prefixed<TcpStream>>;
 
 /// The tunnel an intercepted connection is served for: what every request inside is
 /// judged against.
-pub struct Tunnel<'a> {
+pub(crate) struct Tunnel<'a> {
     pub approved: &'a Approved,
     pub state: &'a Arc<State>,
     pub peer: SocketAddr,
@@ -63,7 +63,7 @@ pub struct Tunnel<'a> {
 /// What serves an intercepted tunnel (docs/reference/inspection.md): the HTTP listener's
 /// interception, given by whoever hands the engine a tunnel, so the engine itself
 /// imports no listener. Boxed: only an intercepted tunnel pays for its future.
-pub trait Inspect: Send + Sync {
+pub(crate) trait Inspect: Send + Sync {
     /// Serve `client` until it closes: `first` are its bytes already read (its
     /// ClientHello), `upstream` the connection made to `dialed` for the tunnel.
     fn serve<'a>(
@@ -78,7 +78,7 @@ pub trait Inspect: Send + Sync {
 
 /// Why a tunnel did not open: a refusal (already audited) or an unreachable upstream
 /// (with whether it refused the connection, which SOCKS5 tells apart).
-pub enum NotOpened {
+pub(crate) enum NotOpened {
     Refused(Refusal),
     Failed { failure: Failure, refused: bool },
 }
@@ -144,7 +144,7 @@ async fn prepare(approved: &Approved, state: &State, client: &Client) -> Result<
 /// A redirected connection (the transparent listener) whose first bytes were already
 /// judged: open its tunnel in place, or close it. Its bytes are still unread, so they
 /// reach upstream unchanged.
-pub async fn open_redirected(
+pub(crate) async fn open_redirected(
     stream: TcpStream,
     approved: Approved,
     state: Arc<State>,
@@ -172,14 +172,14 @@ pub async fn open_redirected(
 /// `CONNECT`'s 200, a SOCKS5 reply): its slots taken and its upstream connected, not
 /// yet relaying. Dropped unrelayed (the client went away before it was handed over), it
 /// writes its allowed record as any tunnel does.
-pub struct Dialed {
+pub(crate) struct Dialed {
     opened: Opened,
     record: TunnelRecord,
 }
 
 /// Take the slots of an approved tunnel and dial it, before its client is answered; a
 /// refusal is audited here.
-pub async fn dial_tunnel(
+pub(crate) async fn dial_tunnel(
     approved: Approved,
     state: Arc<State>,
     client: Client,
@@ -196,14 +196,14 @@ pub async fn dial_tunnel(
 
 impl Dialed {
     /// The proxy's end of the upstream connection (SOCKS5's bound address).
-    pub fn bound(&self) -> Option<SocketAddr> {
+    pub(crate) fn bound(&self) -> Option<SocketAddr> {
         self.opened.upstream.local_addr().ok()
     }
 
     /// Relay, once the client has been told the tunnel is open: `ahead` are its bytes
     /// already read (past a `CONNECT`'s head), which with the rest of its first bytes
     /// are judged (`[tunnels]`) before any reaches upstream.
-    pub async fn relay(
+    pub(crate) async fn relay(
         self,
         stream: TcpStream,
         ahead: Vec<u8>,

@@ -9,14 +9,14 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// A stream that yields `first` before what it reads from `inner`.
-pub struct Prefixed<S> {
+pub(crate) struct Prefixed<S> {
     first: Vec<u8>,
     at: usize,
     inner: S,
 }
 
 impl<S> Prefixed<S> {
-    pub fn new(first: Vec<u8>, inner: S) -> Prefixed<S> {
+    pub(crate) fn new(first: Vec<u8>, inner: S) -> Prefixed<S> {
         Prefixed {
             first,
             at: 0,
@@ -25,7 +25,7 @@ impl<S> Prefixed<S> {
     }
 
     /// The bytes not yet read from `first`, and the stream.
-    pub fn into_parts(mut self) -> (Vec<u8>, S) {
+    pub(crate) fn into_parts(mut self) -> (Vec<u8>, S) {
         let rest = self.first.split_off(self.at);
         (rest, self.inner)
     }

@@ -24,7 +24,7 @@ use super::way::Way;
 use crate::judgement::budget::{self, Allowance};
 
 /// The most bytes moved by one read and one write.
-pub const CHUNK: usize = 64 * 1024;
+pub(crate) const CHUNK: usize = 64 * 1024;
 
 /// Copy until both directions have ended (each end's EOF is passed on as a half-close,
 /// as `copy_bidirectional` does) or either fails. Bytes read from `client` are added to
@@ -35,7 +35,7 @@ pub const CHUNK: usize = 64 * 1024;
 /// spent, exactly the bytes that fit have gone upstream, upstream's side is shut down,
 /// and the relay ends with [`budget::Spent`]. The client bytes read before the relay
 /// and not yet sent (a `CONNECT`'s bytes read past its head) go first.
-pub async fn both_ways(
+pub(crate) async fn both_ways(
     client: Watched<Prefixed<TcpStream>>,
     upstream: Watched<TcpStream>,
     activity: &Activity,

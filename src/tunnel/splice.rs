@@ -38,14 +38,14 @@ const PIPE_SIZE: usize = 256 * 1024;
 
 /// In a bulk burst, how many bytes the source collects before the proxy is woken to move
 /// them (`SO_RCVLOWAT`).
-pub const BATCH: usize = 1024 * 1024;
+pub(crate) const BATCH: usize = 1024 * 1024;
 
 /// In a bulk burst, how long the proxy waits for a [`BATCH`] before it moves what there
 /// is and stops batching (see [`Pace`]): the most a late tail is held back.
-pub const BATCH_WAIT: Duration = Duration::from_millis(1);
+pub(crate) const BATCH_WAIT: Duration = Duration::from_millis(1);
 
 /// A pipe, both ends non-blocking, closed on drop.
-pub struct Pipe {
+pub(crate) struct Pipe {
     read: OwnedFd,
     write: OwnedFd,
 }
@@ -53,7 +53,7 @@ pub struct Pipe {
 impl Pipe {
     /// A new pipe of [`PIPE_SIZE`]; fails as pipe2(2) does (EMFILE, ENFILE, ...) or when
     /// the pipe cannot have that size.
-    pub fn new() -> io::Result<Pipe> {
+    pub(crate) fn new() -> io::Result<Pipe> {
         let mut fds: [RawFd; 2] = [-1; 2];
         // SAFETY: `fds` is a valid array of two descriptors for pipe2 to fill.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } < 0 {
@@ -91,7 +91,7 @@ impl Pipe {
     ///
     /// While `pace` says so, a dry `from` is waited on for a [`BATCH`], for at most
     /// [`BATCH_WAIT`]. The caller keeps `pace` from one burst to the next.
-    pub async fn burst(
+    pub(crate) async fn burst(
         &self,
         from: &TcpStream,
         to: &TcpStream,
@@ -147,7 +147,7 @@ impl Pipe {
 /// [`BATCH_WAIT`]: every wait would then hold bytes back for the whole timer, so the
 /// direction stops batching. It starts again once a [`BATCH`] has moved within twice
 /// [`BATCH_WAIT`] (at least half a batch per wait).
-pub struct Pace {
+pub(crate) struct Pace {
     batch: bool,
     /// While not batching: the bytes moved since `since`.
     bytes: usize,
@@ -155,7 +155,7 @@ pub struct Pace {
 }
 
 impl Pace {
-    pub fn new() -> Pace {
+    pub(crate) fn new() -> Pace {
         Pace {
             batch: true,
             bytes: 0,

@@ -15,7 +15,7 @@ pub(crate) struct Way<'a> {
 impl Way<'_> {
     /// Count `n` bytes read, granting them from the allowance if there is one: returns
     /// how many may be sent on.
-    pub fn moved(&self, n: usize) -> usize {
+    pub(crate) fn moved(&self, n: usize) -> usize {
         let granted = self.allowance.map_or(n, |a| a.grant(n));
         self.count.fetch_add(granted as u64, Ordering::Relaxed);
         granted
@@ -23,7 +23,7 @@ impl Way<'_> {
 
     /// [`Way::moved`], drawing from the store when a fleet-wide budget's holding here
     /// is short (docs/scale-out.md, "One upload budget").
-    pub async fn moved_filled(&self, n: usize) -> usize {
+    pub(crate) async fn moved_filled(&self, n: usize) -> usize {
         let granted = match self.allowance {
             Some(a) if a.leased() => a.grant_filled(n).await,
             _ => return self.moved(n),

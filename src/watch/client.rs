@@ -48,7 +48,7 @@ pub enum ApiError {
 /// `method path` (a path under the API's URL), with `body` as JSON when given. A 2xx
 /// answer is returned with its body unread; a 401 or another status is an error that
 /// carries the API's own message.
-pub async fn call(
+pub(super) async fn call(
     api: &AdminTarget,
     method: Method,
     path: &str,
@@ -111,7 +111,7 @@ pub async fn call(
 }
 
 /// A 2xx answer's body as JSON.
-pub async fn json(api: &AdminTarget, resp: Response<Incoming>) -> Result<Value, ApiError> {
+pub(super) async fn json(api: &AdminTarget, resp: Response<Incoming>) -> Result<Value, ApiError> {
     let broken = |why: String| ApiError::Broken {
         url: api.url.clone(),
         why,

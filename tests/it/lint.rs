@@ -7,21 +7,21 @@ use std::process::Command;
 use serde_json::Value;
 
 /// What one run of the binary gave.
-pub struct Out {
+pub(crate) struct Out {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
 }
 
 impl Out {
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", self.stdout, self.stderr))
     }
 }
 
 /// Run `egress-proxy ARGS` in the crate root (fixture paths are relative to it).
-pub fn egress(args: &[&str]) -> Out {
+pub(crate) fn egress(args: &[&str]) -> Out {
     let out = Command::new(env!("CARGO_BIN_EXE_egress-proxy"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -271,7 +271,7 @@ fn json_output_counts_errors_and_warnings() {
 }
 
 /// The parts of SARIF 2.1.0 that its schema requires and code-scanning services read.
-pub fn assert_sarif_structure(doc: &Value) {
+pub(crate) fn assert_sarif_structure(doc: &Value) {
     assert_eq!(doc["version"], "2.1.0");
     assert!(doc["$schema"].as_str().unwrap().contains("sarif-2.1.0"));
     let runs = doc["runs"].as_array().expect("runs is an array");

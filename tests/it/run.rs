@@ -49,7 +49,7 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 /// `target/tmp`, inside the starting directory of every `run` these tests start (the
 /// crate's root). The host's `/tmp`, where [`unique_temp_dir`] makes them, is not in
 /// CMD's view: the jail's `/tmp` is its own.
-pub fn shared_dir(tag: &str) -> PathBuf {
+pub(crate) fn shared_dir(tag: &str) -> PathBuf {
     let dir = unique_temp_dir(tag);
     let shared = Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir.file_name().unwrap());
     let _ = std::fs::remove_dir_all(&shared);
@@ -59,7 +59,7 @@ pub fn shared_dir(tag: &str) -> PathBuf {
 }
 
 /// Why the jail tests cannot run here, if they cannot.
-pub fn skip_reason() -> Option<String> {
+pub(crate) fn skip_reason() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
         return Some("run's jail needs root".into());
     }
@@ -91,7 +91,7 @@ fn which(tool: &str) -> Option<PathBuf> {
 }
 
 /// The real Python interpreter (not a version manager's shim), for scripts in the jail.
-pub fn python() -> &'static str {
+pub(crate) fn python() -> &'static str {
     static PYTHON: OnceLock<String> = OnceLock::new();
     PYTHON.get_or_init(|| {
         let out = Command::new("python3")
@@ -103,7 +103,7 @@ pub fn python() -> &'static str {
 }
 
 /// One `egress-proxy run`, built up.
-pub struct Jailed {
+pub(crate) struct Jailed {
     pub dir: PathBuf,
     org: String,
     policy: Option<String>,
@@ -113,7 +113,7 @@ pub struct Jailed {
 
 /// What a finished `run` left.
 #[derive(Debug)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub status: ExitStatus,
     pub stdout: String,
     pub stderr: String,
@@ -121,7 +121,7 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn code(&self) -> Option<i32> {
+    pub(crate) fn code(&self) -> Option<i32> {
         self.status.code()
     }
 }
@@ -139,14 +139,14 @@ impl std::fmt::Display for Outcome {
 impl Jailed {
     /// `allowed.test` allowed on `port` (and 80, 443) with loopback open, pinned to
     /// 127.0.0.1, the request policy allowing it.
-    pub fn standard(port: u16) -> Jailed {
+    pub(crate) fn standard(port: u16) -> Jailed {
         Jailed::new(Org::standard(port).to_toml())
             .policy(allowlist_json(&["allowed.test"]))
             .arg("--resolve")
             .arg("allowed.test=127.0.0.1")
     }
 
-    pub fn new(org: impl Into<String>) -> Jailed {
+    pub(crate) fn new(org: impl Into<String>) -> Jailed {
         Jailed {
             dir: unique_temp_dir("run"),
             org: org.into(),
@@ -156,27 +156,27 @@ impl Jailed {
         }
     }
 
-    pub fn policy(mut self, json: impl Into<String>) -> Jailed {
+    pub(crate) fn policy(mut self, json: impl Into<String>) -> Jailed {
         self.policy = Some(json.into());
         self
     }
 
-    pub fn arg(mut self, arg: impl Into<OsString>) -> Jailed {
+    pub(crate) fn arg(mut self, arg: impl Into<OsString>) -> Jailed {
         self.args.push(arg.into());
         self
     }
 
-    pub fn env(mut self, name: &str, value: &str) -> Jailed {
+    pub(crate) fn env(mut self, name: &str, value: &str) -> Jailed {
         self.env.push((name.into(), value.into()));
         self
     }
 
-    pub fn audit_path(&self) -> PathBuf {
+    pub(crate) fn audit_path(&self) -> PathBuf {
         self.dir.join("audit.jsonl")
     }
 
     /// The command line, CMD after `--`. `run` is not started yet.
-    pub fn command(&self, cmd: &[&str]) -> Command {
+    pub(crate) fn command(&self, cmd: &[&str]) -> Command {
         let org = self.dir.join("org.toml");
         std::fs::write(&org, &self.org).expect("write org");
         let mut c = Command::new(binary());
@@ -199,7 +199,7 @@ impl Jailed {
     }
 
     /// Run `cmd` in the jail to its end.
-    pub async fn run(self, cmd: &[&str]) -> Outcome {
+    pub(crate) async fn run(self, cmd: &[&str]) -> Outcome {
         let command = self.command(cmd);
         let audit = self.audit_path();
         tokio::task::spawn_blocking(move || finish(command.spawn_child(), &audit))
@@ -208,12 +208,12 @@ impl Jailed {
     }
 
     /// Run a Python script in the jail.
-    pub async fn python(self, script: &str) -> Outcome {
+    pub(crate) async fn python(self, script: &str) -> Outcome {
         self.run(&[python(), "-c", script]).await
     }
 
     /// Run a shell script in the jail.
-    pub async fn sh(self, script: &str) -> Outcome {
+    pub(crate) async fn sh(self, script: &str) -> Outcome {
         self.run(&["sh", "-c", script]).await
     }
 }
@@ -229,7 +229,7 @@ impl SpawnChild for Command {
 }
 
 /// Wait for `child` (killed after [`RUN_TIMEOUT`]) and collect what it left.
-pub fn finish(mut child: Child, audit: &Path) -> Outcome {
+pub(crate) fn finish(mut child: Child, audit: &Path) -> Outcome {
     let reader = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
             let mut text = String::new();
@@ -270,7 +270,7 @@ pub fn finish(mut child: Child, audit: &Path) -> Outcome {
 }
 
 /// The processes below `pid` (children first), from `/proc/PID/task/*/children`.
-pub fn descendants(pid: u32) -> Vec<u32> {
+pub(crate) fn descendants(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return found;
@@ -287,7 +287,7 @@ pub fn descendants(pid: u32) -> Vec<u32> {
 
 /// Wait until `run` (`pid`) has started the jail's init (not one of the `ip` or `nft`
 /// it runs before), and return its pid.
-pub fn wait_for_init(pid: u32) -> u32 {
+pub(crate) fn wait_for_init(pid: u32) -> u32 {
     let started = Instant::now();
     loop {
         let init = descendants(pid).into_iter().find(|child| {
@@ -306,7 +306,7 @@ pub fn wait_for_init(pid: u32) -> u32 {
 }
 
 /// Wait for `path` to exist (CMD writes it when it has done its part).
-pub fn wait_for_file(path: &Path, child: &mut Child) {
+pub(crate) fn wait_for_file(path: &Path, child: &mut Child) {
     let started = Instant::now();
     while !path.exists() {
         if let Ok(Some(status)) = child.try_wait() {
@@ -322,7 +322,7 @@ pub fn wait_for_file(path: &Path, child: &mut Child) {
 }
 
 /// Whether a process `pid` still runs (a zombie waiting for a reaper does not).
-pub fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         let state = stat
             .rsplit(')')

@@ -15,7 +15,7 @@ use crate::support::proxy::binary;
 use crate::support::unique_temp_dir;
 
 /// Why the namespace tests cannot run here, if they cannot.
-pub fn jail_tools_missing() -> Option<String> {
+pub(crate) fn jail_tools_missing() -> Option<String> {
     let uid = Command::new("id").arg("-u").output().ok()?;
     if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
         return Some("needs root (network namespaces and nftables)".into());

@@ -11,13 +11,13 @@ use crate::dlp::{check_value, Canary, Kind};
 use crate::policy::OnTrip;
 
 /// The most canaries a session may have.
-pub const MAX: usize = 16;
+pub(super) const MAX: usize = 16;
 
 /// The kind recorded for a value the client chose.
 const CHOSEN: &str = "custom";
 
 /// The canaries `"canaries"` asks for, minted; or why the body is refused (never a value).
-pub fn parse(canaries: Option<&Value>) -> Result<Vec<Canary>, String> {
+pub(super) fn parse(canaries: Option<&Value>) -> Result<Vec<Canary>, String> {
     let Some(canaries) = canaries else {
         return Ok(Vec::new());
     };
@@ -57,7 +57,7 @@ pub fn parse(canaries: Option<&Value>) -> Result<Vec<Canary>, String> {
 }
 
 /// Why `"on_canary"` is refused.
-pub enum OnCanaryError {
+pub(super) enum OnCanaryError {
     /// Neither `end-session` nor `refuse` (400).
     Bad,
     /// `refuse` under the organization's `end-session` (422 `policy_widening`).
@@ -65,7 +65,10 @@ pub enum OnCanaryError {
 }
 
 /// `"on_canary"`, given the organization's `on_trip`.
-pub fn on_canary(on_canary: Option<&Value>, org: OnTrip) -> Result<Option<OnTrip>, OnCanaryError> {
+pub(super) fn on_canary(
+    on_canary: Option<&Value>,
+    org: OnTrip,
+) -> Result<Option<OnTrip>, OnCanaryError> {
     let asked = match on_canary.map(|v| v.as_str()) {
         None => return Ok(None),
         Some(Some("end-session")) => OnTrip::EndSession,
@@ -79,7 +82,7 @@ pub fn on_canary(on_canary: Option<&Value>, org: OnTrip) -> Result<Option<OnTrip
 }
 
 /// The 422 of an `"on_canary"` that relaxes the organization's `end-session`.
-pub fn relaxes() -> Response<Body> {
+pub(super) fn relaxes() -> Response<Body> {
     let message = "on_canary \"refuse\" relaxes the organization's on_trip \"end-session\"";
     json_response(
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -92,7 +95,7 @@ pub fn relaxes() -> Response<Body> {
 }
 
 /// The `201`'s `"canaries"`: each id, kind and value.
-pub fn shown(canaries: &[Canary]) -> Value {
+pub(super) fn shown(canaries: &[Canary]) -> Value {
     let list: Vec<Value> = canaries
         .iter()
         .map(|c| {

@@ -18,7 +18,7 @@ use super::Record;
 
 mod event;
 mod native;
-pub use native::{is_ocsf, to_native};
+pub(crate) use native::{is_ocsf, to_native};
 
 /// The event's `metadata` object, left open for the chain's `sequence`
 /// ([`super::chain`]).
@@ -30,7 +30,7 @@ pub(super) const METADATA_OPEN: &str = concat!(
 
 /// The OCSF classes a record becomes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Class {
+pub(crate) enum Class {
     /// 1008, a checkpoint.
     EventLog,
     /// 4001: a tunnel, a SOCKS5 connection, a connection refused before its request.
@@ -43,7 +43,7 @@ pub enum Class {
 
 impl Class {
     /// The class a record with this `method` becomes.
-    pub fn of(method: &str) -> Class {
+    pub(crate) fn of(method: &str) -> Class {
         match method {
             "DNS" => Class::Dns,
             "" | "CONNECT" => Class::Network,
@@ -51,7 +51,7 @@ impl Class {
         }
     }
 
-    pub fn uid(self) -> u16 {
+    pub(crate) fn uid(self) -> u16 {
         match self {
             Class::EventLog => 1008,
             Class::Network => 4001,
@@ -60,7 +60,7 @@ impl Class {
         }
     }
 
-    pub fn from_uid(uid: u64) -> Option<Class> {
+    pub(crate) fn from_uid(uid: u64) -> Option<Class> {
         [Class::EventLog, Class::Network, Class::Http, Class::Dns]
             .into_iter()
             .find(|c| u64::from(c.uid()) == uid)

@@ -8,14 +8,14 @@ use super::{ts_of, Class};
 
 /// Whether `line` is an OCSF event as the proxy writes it: it begins with
 /// `category_uid`, a key the record's own JSON never has.
-pub fn is_ocsf(line: &[u8]) -> bool {
+pub(crate) fn is_ocsf(line: &[u8]) -> bool {
     let start = line.iter().position(|b| !b.is_ascii_whitespace());
     start.is_some_and(|i| line[i..].starts_with(b"{\"category_uid\":"))
 }
 
 /// The record's own JSON line for an OCSF `line` the proxy wrote (with `seq`, `prev`
 /// and a checkpoint's `signature`); `None` when it is not one.
-pub fn to_native(line: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn to_native(line: &[u8]) -> Option<Vec<u8>> {
     let event: Value = serde_json::from_slice(line).ok()?;
     let class = Class::from_uid(event.get("class_uid")?.as_u64()?)?;
     let unmapped = event.get("unmapped")?.as_object()?;

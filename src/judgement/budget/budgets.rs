@@ -31,7 +31,7 @@ impl Entry {
 
 /// The meters: one per session, one for the requests without a session.
 #[derive(Default)]
-pub struct Budgets {
+pub(crate) struct Budgets {
     proxy: Arc<Meter>,
     pub(super) sessions: Mutex<Sessions>,
     /// A shared store's fleet-wide session budgets; the proxy's own budget (requests
@@ -48,7 +48,7 @@ pub(super) struct Sessions {
 
 impl Budgets {
     /// Session budgets shared through `leases` (a shared store), or kept here (`None`).
-    pub fn new(leases: Option<Arc<dyn Leases>>) -> Budgets {
+    pub(crate) fn new(leases: Option<Arc<dyn Leases>>) -> Budgets {
         Budgets {
             leases,
             ..Budgets::default()
@@ -57,7 +57,11 @@ impl Budgets {
 
     /// The allowance of a request under `budget`, drawn from its session's meter (or
     /// the proxy's), or from what this replica holds of the session's fleet budget.
-    pub fn allowance(&self, session: Option<&Arc<Session>>, budget: Option<Budget>) -> Allowance {
+    pub(crate) fn allowance(
+        &self,
+        session: Option<&Arc<Session>>,
+        budget: Option<Budget>,
+    ) -> Allowance {
         if let (Some(s), Some(leases)) = (session, &self.leases) {
             return Allowance {
                 meter: self.proxy.clone(),
@@ -81,20 +85,20 @@ impl Budgets {
     }
 
     /// The shared store's budgets and tunnel counts, when there is one.
-    pub fn shared(&self) -> Option<&Arc<dyn Leases>> {
+    pub(crate) fn shared(&self) -> Option<&Arc<dyn Leases>> {
         self.leases.as_ref()
     }
 
     /// What session `id` has sent upstream (`uploaded_bytes`): through this proxy, or
     /// with a shared store, through every replica.
-    pub async fn uploaded(&self, id: &str) -> Result<u64, StoreError> {
+    pub(crate) async fn uploaded(&self, id: &str) -> Result<u64, StoreError> {
         let all = self.uploaded_all(&[id.to_string()]).await?;
         Ok(all.first().copied().unwrap_or(0))
     }
 
     /// [`Budgets::uploaded`] of each session of `ids`, with a shared store in one round
     /// trip (`GET /v1/sessions`).
-    pub async fn uploaded_all(&self, ids: &[String]) -> Result<Vec<u64>, StoreError> {
+    pub(crate) async fn uploaded_all(&self, ids: &[String]) -> Result<Vec<u64>, StoreError> {
         if let Some(leases) = &self.leases {
             return leases.uploaded(ids).await;
         }

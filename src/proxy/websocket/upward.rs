@@ -27,7 +27,7 @@ enum At {
 }
 
 /// The scan of the bytes a client sends upstream on a WebSocket.
-pub struct Upward {
+pub(super) struct Upward {
     scanners: Vec<Arc<Scanner>>,
     hold: usize,
     at: At,
@@ -55,7 +55,7 @@ fn header_len(b1: u8) -> usize {
 
 impl Upward {
     /// The scan for `scanners` (none empty, at least one).
-    pub fn new(scanners: Vec<Arc<Scanner>>) -> Upward {
+    pub(super) fn new(scanners: Vec<Arc<Scanner>>) -> Upward {
         let hold = scanners.iter().map(|s| s.hold_back()).max().unwrap_or(0);
         Upward {
             scanners,
@@ -75,7 +75,7 @@ impl Upward {
 
     /// Take `raw`, bytes the client sent: the bytes that may go upstream now, or the
     /// canary they carry (then nothing more goes).
-    pub fn feed(&mut self, raw: &[u8]) -> Result<Vec<u8>, Hit> {
+    pub(super) fn feed(&mut self, raw: &[u8]) -> Result<Vec<u8>, Hit> {
         self.held.extend_from_slice(raw);
         let mut rest = raw;
         while !rest.is_empty() {
@@ -89,7 +89,7 @@ impl Upward {
     }
 
     /// The bytes held back, at the end of the client's stream: everything was scanned.
-    pub fn finish(&mut self) -> Vec<u8> {
+    pub(super) fn finish(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.held)
     }
 

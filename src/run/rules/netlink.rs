@@ -41,7 +41,7 @@ const REG_VERDICT: u32 = 0;
 
 /// The batch for `ruleset`, and what each acknowledged message does (by sequence
 /// number), to name the one the kernel refuses.
-pub struct Batch {
+pub(super) struct Batch {
     pub bytes: Vec<u8>,
     pub steps: Vec<(u32, String)>,
 }
@@ -50,7 +50,7 @@ pub struct Batch {
 /// the batch.
 const ANON_SET: &str = "__set%d";
 
-pub fn batch(ruleset: &Ruleset, first_seq: u32) -> Batch {
+pub(super) fn batch(ruleset: &Ruleset, first_seq: u32) -> Batch {
     let mut b = Builder {
         bytes: Vec::new(),
         seq: first_seq,

@@ -6,14 +6,14 @@ use std::path::PathBuf;
 
 /// The sockets and directories `--allow-unix` opens, by device and inode.
 #[derive(Debug, Default, Clone)]
-pub struct AllowUnix {
+pub(crate) struct AllowUnix {
     sockets: Vec<(u64, u64)>,
     directories: Vec<(u64, u64)>,
 }
 
 impl AllowUnix {
     /// From the flags' paths: each must be a socket or a directory.
-    pub fn new(paths: &[PathBuf]) -> Result<AllowUnix, String> {
+    pub(crate) fn new(paths: &[PathBuf]) -> Result<AllowUnix, String> {
         use std::os::unix::fs::{FileTypeExt, MetadataExt};
         let mut allow = AllowUnix::default();
         for path in paths {
@@ -34,7 +34,7 @@ impl AllowUnix {
         Ok(allow)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.sockets.is_empty() && self.directories.is_empty()
     }
 

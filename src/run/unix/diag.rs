@@ -22,14 +22,14 @@ const DIAG_MSG: usize = 16;
 /// A socket file: the kernel's device number (`MAJOR << 20 | MINOR`) as `stat` gives it,
 /// and the low 32 bits of its inode number (all `sock_diag` reports).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FileId {
+pub(crate) struct FileId {
     pub dev: u64,
     pub ino32: u32,
 }
 
 impl FileId {
     /// The id of a file from its `stat`.
-    pub fn of(stat: &libc::stat) -> FileId {
+    pub(crate) fn of(stat: &libc::stat) -> FileId {
         FileId {
             dev: stat.st_dev,
             ino32: stat.st_ino as u32,
@@ -38,13 +38,13 @@ impl FileId {
 }
 
 /// A `sock_diag` socket of the jail's network namespace; one query at a time.
-pub struct Diag {
+pub(crate) struct Diag {
     socket: Mutex<OwnedFd>,
 }
 
 impl Diag {
     /// Make the socket; call on a thread in the jail's network namespace.
-    pub fn open() -> io::Result<Diag> {
+    pub(crate) fn open() -> io::Result<Diag> {
         // SAFETY: socket takes plain integers.
         let fd = unsafe {
             libc::socket(
@@ -64,7 +64,7 @@ impl Diag {
     }
 
     /// The files that the jail's Unix sockets are bound to, now.
-    pub fn bound_files(&self) -> io::Result<HashSet<FileId>> {
+    pub(crate) fn bound_files(&self) -> io::Result<HashSet<FileId>> {
         let socket = self.socket.lock().unwrap_or_else(|e| e.into_inner());
         let fd = socket.as_raw_fd();
         let mut request = [0u8; NLMSG_HDR + 24];

@@ -25,7 +25,7 @@ const RET_TRACE: u32 = 0x7ff0_0000;
 const X32_BIT: i64 = 0x4000_0000;
 
 /// The compiled filter, made before the fork (the child only installs it).
-pub struct Program {
+pub(crate) struct Program {
     filter: Vec<libc::sock_filter>,
 }
 
@@ -45,7 +45,7 @@ fn arch() -> (TargetArch, Vec<i64>) {
 impl Program {
     /// `connect` (every family) to the supervisor, everything else allowed; a call of
     /// another architecture kills the process (seccompiler's check).
-    pub fn compile() -> Result<Program, String> {
+    pub(crate) fn compile() -> Result<Program, String> {
         let (target, calls) = arch();
         let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> =
             calls.into_iter().map(|nr| (nr, Vec::new())).collect();
@@ -91,7 +91,7 @@ impl Program {
     /// # Safety
     /// Only async-signal-safe calls (seccomp, sendmsg, close) on memory this program
     /// and the stack own: callable between fork and exec. `no_new_privs` must be set.
-    pub unsafe fn install_and_send(&self, to: RawFd) -> io::Result<()> {
+    pub(crate) unsafe fn install_and_send(&self, to: RawFd) -> io::Result<()> {
         let prog = libc::sock_fprog {
             len: self.filter.len() as u16,
             filter: self.filter.as_ptr() as *mut libc::sock_filter,
@@ -161,7 +161,7 @@ unsafe fn send_fd(to: RawFd, fd: RawFd) -> io::Result<()> {
 }
 
 /// Receive the descriptor [`Program::install_and_send`] sent over `from` (blocking).
-pub fn receive_fd(from: RawFd) -> io::Result<std::os::fd::OwnedFd> {
+pub(crate) fn receive_fd(from: RawFd) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
     let mut space = [0u64; 4];
     let mut byte = [0u8; 1];

@@ -27,11 +27,11 @@
 
 mod allow;
 mod diag;
-pub mod filter;
+pub(super) mod filter;
 mod notify;
 mod resolve;
 mod supervise;
 
-pub use allow::AllowUnix;
-pub use diag::Diag;
-pub use supervise::Supervisor;
+pub(super) use allow::AllowUnix;
+pub(super) use diag::Diag;
+pub(super) use supervise::Supervisor;

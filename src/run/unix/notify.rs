@@ -7,7 +7,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// One notification: a thread of CMD is waiting in `connect`.
-pub struct Request {
+pub(super) struct Request {
     /// The notification's id, for the answer and the validity checks.
     pub id: u64,
     /// The calling thread's id, in `run`'s PID namespace.
@@ -25,7 +25,7 @@ fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// Wait for the next notification on `listener` (blocking).
-pub fn receive(listener: &OwnedFd) -> io::Result<Request> {
+pub(super) fn receive(listener: &OwnedFd) -> io::Result<Request> {
     // SAFETY: seccomp_notif is plain data; the kernel wants it zeroed.
     let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
     // SAFETY: the ioctl writes one seccomp_notif into `notif`.
@@ -45,7 +45,7 @@ pub fn receive(listener: &OwnedFd) -> io::Result<Request> {
 
 /// Whether notification `id` still waits (its caller has not gone or been interrupted):
 /// checked after each look into the caller, so that what was read was the caller's.
-pub fn still_valid(listener: &OwnedFd, id: u64) -> bool {
+pub(super) fn still_valid(listener: &OwnedFd, id: u64) -> bool {
     let mut id = id;
     // SAFETY: the ioctl reads one u64.
     unsafe {
@@ -58,7 +58,7 @@ pub fn still_valid(listener: &OwnedFd, id: u64) -> bool {
 }
 
 /// Answer notification `id`: the call returns `result` (a value, or an errno).
-pub fn answer(listener: &OwnedFd, id: u64, result: Result<i64, i32>) {
+pub(super) fn answer(listener: &OwnedFd, id: u64, result: Result<i64, i32>) {
     let (val, error) = match result {
         Ok(val) => (val, 0),
         Err(errno) => (0, -errno),
@@ -82,7 +82,7 @@ pub fn answer(listener: &OwnedFd, id: u64, result: Result<i64, i32>) {
 
 /// A pidfd for thread `tid` (`PIDFD_THREAD`, Linux 6.9), or for its thread group's
 /// leader on older kernels (descriptor tables are shared by a process's threads).
-pub fn pidfd(tid: u32) -> io::Result<OwnedFd> {
+pub(super) fn pidfd(tid: u32) -> io::Result<OwnedFd> {
     const PIDFD_THREAD: libc::c_long = libc::O_EXCL as libc::c_long;
     // SAFETY: pidfd_open takes plain integers.
     let mut fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::c_long, PIDFD_THREAD) };
@@ -110,7 +110,7 @@ fn thread_group(tid: u32) -> io::Result<u32> {
 
 /// A descriptor of this process for the caller's descriptor `fd` (the same open file:
 /// for a socket, the same socket).
-pub fn take_fd(pidfd: &OwnedFd, fd: u64) -> io::Result<OwnedFd> {
+pub(super) fn take_fd(pidfd: &OwnedFd, fd: u64) -> io::Result<OwnedFd> {
     let fd = i32::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
     // SAFETY: pidfd_getfd takes plain integers.
     let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
@@ -122,7 +122,7 @@ pub fn take_fd(pidfd: &OwnedFd, fd: u64) -> io::Result<OwnedFd> {
 }
 
 /// `len` bytes at `addr` in the memory of thread `tid`'s process.
-pub fn read_memory(tid: u32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
+pub(super) fn read_memory(tid: u32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; len];
     if len == 0 {
         return Ok(buf);
@@ -148,7 +148,7 @@ pub fn read_memory(tid: u32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
 }
 
 /// `SO_DOMAIN` of a socket: its address family.
-pub fn family(socket: &OwnedFd) -> io::Result<i32> {
+pub(super) fn family(socket: &OwnedFd) -> io::Result<i32> {
     const SO_DOMAIN: libc::c_int = 39;
     let mut value: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -167,7 +167,7 @@ pub fn family(socket: &OwnedFd) -> io::Result<i32> {
 
 /// `connect(2)` of `socket` to the address bytes `addr`; the call's result as the
 /// caller's `connect` would return it.
-pub fn connect(socket: &OwnedFd, addr: &[u8]) -> Result<i64, i32> {
+pub(super) fn connect(socket: &OwnedFd, addr: &[u8]) -> Result<i64, i32> {
     // SAFETY: `addr` is `addr.len()` readable bytes; the kernel copies them.
     let rc = unsafe {
         libc::connect(
@@ -186,6 +186,6 @@ pub fn connect(socket: &OwnedFd, addr: &[u8]) -> Result<i64, i32> {
 }
 
 /// The errno of an `io::Error`, `EIO` when it has none.
-pub fn errno(e: &io::Error) -> i32 {
+pub(super) fn errno(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }

@@ -99,7 +99,7 @@ impl Caller {
 /// Connect `socket` (CMD's) to the socket file at `path` as CMD sees it: only when a
 /// socket of the jail is bound to it, or `allow` names it or its directory. The result
 /// is what CMD's `connect` returns: `EACCES` for a socket of the host's.
-pub fn connect(
+pub(super) fn connect(
     tid: u32,
     socket: &OwnedFd,
     path: &[u8],

@@ -18,7 +18,7 @@ const IN_FLIGHT: usize = 64;
 const MAX_ADDRESS: usize = 128;
 
 /// What the supervisor needs besides the notifications.
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     /// `run`'s end of the socket over which CMD's first step sends the listener.
     pub from_jail: OwnedFd,
     /// The jail's `sock_diag` socket.
@@ -37,7 +37,7 @@ struct Shared {
 impl Supervisor {
     /// Start supervising on a thread of its own: it waits for the listener, then answers
     /// every `connect` of CMD until no process of the jail is left to call.
-    pub fn start(self) -> io::Result<()> {
+    pub(crate) fn start(self) -> io::Result<()> {
         std::thread::Builder::new()
             .name("egress-unix".into())
             .spawn(move || {

@@ -32,7 +32,7 @@ use crate::support::sessions::{allowlist, org, proxy_with};
 const LISTED_WITHIN: Duration = Duration::from_secs(10);
 
 /// A session that asks, allowed `allowed.test` only, waiting `timeout` seconds.
-pub async fn asking_session(proxy: &Proxy, timeout: u64) -> Created {
+pub(crate) async fn asking_session(proxy: &Proxy, timeout: u64) -> Created {
     let body = json!({"network_policy": allowlist(&["allowed.test"]),
         "on_deny": "ask", "ask_timeout_seconds": timeout});
     let resp = proxy
@@ -49,7 +49,7 @@ pub async fn asking_session(proxy: &Proxy, timeout: u64) -> Created {
 }
 
 /// `GET url` through the proxy under `session`, in the background.
-pub fn get_in_background(
+pub(crate) fn get_in_background(
     proxy: &Proxy,
     url: &str,
     session: Option<&Created>,
@@ -66,14 +66,14 @@ pub fn get_in_background(
 }
 
 /// The pending approvals.
-pub async fn pending(proxy: &Proxy) -> Vec<Value> {
+pub(crate) async fn pending(proxy: &Proxy) -> Vec<Value> {
     let resp = proxy.admin().call("GET", "/v1/approvals", None).await;
     assert_eq!(resp.status, 200, "{resp:?}");
     resp.json()["approvals"].as_array().unwrap().clone()
 }
 
 /// Wait (bounded) until `n` approvals are pending with `waiting` requests in all.
-pub async fn wait_pending(proxy: &Proxy, n: usize, waiting: u64) -> Vec<Value> {
+pub(crate) async fn wait_pending(proxy: &Proxy, n: usize, waiting: u64) -> Vec<Value> {
     let started = Instant::now();
     loop {
         let all = pending(proxy).await;
@@ -91,14 +91,14 @@ pub async fn wait_pending(proxy: &Proxy, n: usize, waiting: u64) -> Vec<Value> {
 }
 
 /// `POST /v1/approvals/{id}` with `decision`: the answer.
-pub async fn decide(proxy: &Proxy, id: &str, decision: &str) -> Response {
+pub(crate) async fn decide(proxy: &Proxy, id: &str, decision: &str) -> Response {
     let body = json!({ "decision": decision }).to_string();
     let path = format!("/v1/approvals/{id}");
     proxy.admin().call("POST", &path, Some(&body)).await
 }
 
 /// The held request's answer, bounded.
-pub async fn answer(held: JoinHandle<Response>) -> Response {
+pub(crate) async fn answer(held: JoinHandle<Response>) -> Response {
     tokio::time::timeout(LISTED_WITHIN, held)
         .await
         .expect("the held request is answered once decided")
@@ -106,7 +106,7 @@ pub async fn answer(held: JoinHandle<Response>) -> Response {
 }
 
 /// The proxy and origin of most tests: the org allows `allowed.test` and `other.test`.
-pub async fn setup(extra: &[&str]) -> (Origin, Proxy) {
+pub(crate) async fn setup(extra: &[&str]) -> (Origin, Proxy) {
     let origin = Origin::start().await;
     let proxy = proxy_with(&org(origin.port()), extra).await;
     (origin, proxy)

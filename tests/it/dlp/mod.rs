@@ -20,10 +20,10 @@ use base64::Engine;
 use crate::support::org::Org;
 
 /// The canary every test here plants.
-pub const VALUE: &str = "AKIAQ7EGRESSCANARY42";
+pub(crate) const VALUE: &str = "AKIAQ7EGRESSCANARY42";
 
 /// A file holding the canaries (a blank line and a second value too), unique per test.
-pub fn values_file(tag: &str) -> PathBuf {
+pub(crate) fn values_file(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("egress-dlp-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("canaries.txt");
@@ -32,7 +32,7 @@ pub fn values_file(tag: &str) -> PathBuf {
 }
 
 /// `org` with `[canaries]` reading `file`, and `on_trip`.
-pub fn with_canaries(org: Org, file: &std::path::Path, on_trip: &str) -> Org {
+pub(crate) fn with_canaries(org: Org, file: &std::path::Path, on_trip: &str) -> Org {
     org.raw_line(&format!(
         "[canaries]\nvalues_file = {:?}\non_trip = {on_trip:?}",
         file.to_str().unwrap()
@@ -40,7 +40,7 @@ pub fn with_canaries(org: Org, file: &std::path::Path, on_trip: &str) -> Org {
 }
 
 /// Every form of the value that must never show: as it is, hex, base64.
-pub fn shown_forms() -> Vec<String> {
+pub(crate) fn shown_forms() -> Vec<String> {
     vec![
         VALUE.to_string(),
         data_encoding::HEXLOWER.encode(VALUE.as_bytes()),

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// The sink: its address and what it received, per connection.
-pub struct Sink {
+pub(super) struct Sink {
     pub addr: SocketAddr,
     received: Arc<Mutex<Vec<Vec<u8>>>>,
 }
@@ -34,7 +34,7 @@ fn complete(buf: &[u8]) -> bool {
 }
 
 impl Sink {
-    pub async fn start() -> Sink {
+    pub(super) async fn start() -> Sink {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -72,17 +72,17 @@ impl Sink {
         Sink { addr, received }
     }
 
-    pub fn port(&self) -> u16 {
+    pub(super) fn port(&self) -> u16 {
         self.addr.port()
     }
 
     /// Every byte received, on every connection, joined.
-    pub fn bytes(&self) -> Vec<u8> {
+    pub(super) fn bytes(&self) -> Vec<u8> {
         self.received.lock().unwrap().concat()
     }
 
     /// Whether the bytes received hold `needle` anywhere.
-    pub fn holds(&self, needle: &[u8]) -> bool {
+    pub(super) fn holds(&self, needle: &[u8]) -> bool {
         self.bytes().windows(needle.len()).any(|w| w == needle)
     }
 }

@@ -27,7 +27,7 @@ const EVENT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One reader of the stream: the response's head, then its chunked body decoded into
 /// events.
-pub struct Events {
+pub(crate) struct Events {
     reader: Reader<TcpStream>,
     /// Decoded body bytes not yet split into events.
     text: String,
@@ -35,13 +35,13 @@ pub struct Events {
 
 /// One event: its `event:` line and its `data:` parsed.
 #[derive(Debug)]
-pub struct Event {
+pub(crate) struct Event {
     pub name: String,
     pub data: Value,
 }
 
 /// `GET /v1/events?query` with the token, written on `stream`.
-pub async fn request(stream: &mut TcpStream, admin: SocketAddr, query: &str, token: &str) {
+pub(crate) async fn request(stream: &mut TcpStream, admin: SocketAddr, query: &str, token: &str) {
     let req = format!(
         "GET /v1/events{query} HTTP/1.1\r\nHost: {admin}\r\nAuthorization: Bearer {token}\r\n\r\n"
     );
@@ -51,7 +51,7 @@ pub async fn request(stream: &mut TcpStream, admin: SocketAddr, query: &str, tok
 impl Events {
     /// Open a stream on `proxy`'s admin listener; panics unless it answers 200 with
     /// `text/event-stream`.
-    pub async fn open(proxy: &Proxy, query: &str) -> Events {
+    pub(crate) async fn open(proxy: &Proxy, query: &str) -> Events {
         let admin = proxy.admin().addr;
         let mut stream = TcpStream::connect(admin).await.unwrap();
         request(&mut stream, admin, query, TOKEN).await;
@@ -125,7 +125,7 @@ impl Events {
     }
 
     /// The next event, comments skipped.
-    pub async fn next(&mut self) -> Event {
+    pub(crate) async fn next(&mut self) -> Event {
         for _ in 0..100 {
             let block = self.next_block().await.expect("the stream goes on");
             if block.starts_with(':') {

@@ -52,7 +52,7 @@ impl Sink {
 }
 
 /// Replicas on one Redis, an HTTP origin and a tunnel sink, both `allowed.test`.
-pub struct Fleet {
+pub(crate) struct Fleet {
     pub replicas: Vec<Proxy>,
     pub redis: RedisServer,
     pub origin: Origin,
@@ -60,12 +60,12 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    pub async fn start(test: &str, n: usize) -> Option<Fleet> {
+    pub(crate) async fn start(test: &str, n: usize) -> Option<Fleet> {
         Fleet::start_with(test, n, &[]).await
     }
 
     /// [`Fleet::start`], each replica with the flags `extra`.
-    pub async fn start_with(test: &str, n: usize, extra: &[&str]) -> Option<Fleet> {
+    pub(crate) async fn start_with(test: &str, n: usize, extra: &[&str]) -> Option<Fleet> {
         let redis = RedisServer::start(test)?;
         let origin = Origin::start().await;
         let sink = Sink::start().await;
@@ -97,7 +97,7 @@ impl Fleet {
     }
 
     /// A session whose policy has an upload budget of `budget` bytes.
-    pub async fn session(&self, budget: u64) -> Created {
+    pub(crate) async fn session(&self, budget: u64) -> Created {
         let mut policy = allowlist(&["allowed.test"]);
         policy["max_upload_bytes"] = budget.into();
         self.replicas[0]
@@ -110,7 +110,7 @@ impl Fleet {
     /// when the connection was reset before it could be read (an early refusal, sent
     /// while the body was still being written, can be lost so). What reached the
     /// origin is counted there either way.
-    pub async fn post(&self, i: usize, session: &Created, len: usize) -> Option<Response> {
+    pub(crate) async fn post(&self, i: usize, session: &Created, len: usize) -> Option<Response> {
         let url = format!("http://allowed.test:{}/", self.origin.port());
         let auth = session.proxy_auth();
         let body = vec![b'x'; len];
@@ -122,7 +122,7 @@ impl Fleet {
     }
 
     /// A tunnel to the sink through replica `i`, or its refusal.
-    pub async fn tunnel(&self, i: usize, session: &Created) -> Result<TcpStream, Response> {
+    pub(crate) async fn tunnel(&self, i: usize, session: &Created) -> Result<TcpStream, Response> {
         let target = format!("allowed.test:{}", self.sink.addr.port());
         let auth = session.proxy_auth();
         let (resp, conn) = connect_via_proxy(
@@ -138,13 +138,13 @@ impl Fleet {
     }
 
     /// What the origins received.
-    pub fn received(&self) -> u64 {
+    pub(crate) fn received(&self) -> u64 {
         (self.origin.http_bytes() + self.sink.got()) as u64
     }
 }
 
 /// A write into a tunnel that may have been closed by the budget: false once it fails.
-pub async fn write(stream: &mut TcpStream, bytes: &[u8]) -> bool {
+pub(crate) async fn write(stream: &mut TcpStream, bytes: &[u8]) -> bool {
     matches!(
         tokio::time::timeout(Duration::from_secs(2), stream.write_all(bytes)).await,
         Ok(Ok(()))
@@ -153,7 +153,7 @@ pub async fn write(stream: &mut TcpStream, bytes: &[u8]) -> bool {
 
 /// 200, or the budget's refusal (checked whole, when it could be read): true when
 /// refused.
-pub fn refused(resp: &Option<Response>, proxy: &Proxy) -> bool {
+pub(crate) fn refused(resp: &Option<Response>, proxy: &Proxy) -> bool {
     let Some(resp) = resp else {
         return true;
     };
@@ -165,7 +165,7 @@ pub fn refused(resp: &Option<Response>, proxy: &Proxy) -> bool {
 }
 
 /// Let the relays finish writing what they granted before counting.
-pub async fn settle() {
+pub(crate) async fn settle() {
     tokio::time::sleep(Duration::from_millis(500)).await;
 }
 

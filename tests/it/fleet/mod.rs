@@ -25,13 +25,13 @@ use crate::support::sessions::{allowlist, org, ADMIN_TOKEN};
 const REVOCATION: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Copy, Debug)]
-pub enum Kind {
+pub(crate) enum Kind {
     Memory,
     Redis,
 }
 
 /// Two replicas (or one, twice, for the memory store) and the origin they reach.
-pub struct Fleet {
+pub(crate) struct Fleet {
     pub a: Proxy,
     b: Option<Proxy>,
     pub redis: Option<RedisServer>,
@@ -40,7 +40,7 @@ pub struct Fleet {
 
 impl Fleet {
     /// `None` (the reason printed) for Redis when `redis-server` is missing.
-    pub async fn start(kind: Kind, test: &str, extra: &[&str]) -> Option<Fleet> {
+    pub(crate) async fn start(kind: Kind, test: &str, extra: &[&str]) -> Option<Fleet> {
         let origin = Origin::start().await;
         let redis = match kind {
             Kind::Memory => None,
@@ -59,15 +59,15 @@ impl Fleet {
         })
     }
 
-    pub fn b(&self) -> &Proxy {
+    pub(crate) fn b(&self) -> &Proxy {
         self.b.as_ref().unwrap_or(&self.a)
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://allowed.test:{}/", self.origin.port())
     }
 
-    pub async fn create_on_a(&self, idle: u64) -> Created {
+    pub(crate) async fn create_on_a(&self, idle: u64) -> Created {
         self.a
             .admin()
             .create_session(&allowlist(&["allowed.test"]), Some(idle))
@@ -76,12 +76,12 @@ impl Fleet {
 }
 
 /// One replica: the admin API, and the shared store when there is one.
-pub async fn replica(origin: &Origin, redis: Option<&RedisServer>, extra: &[&str]) -> Proxy {
+pub(crate) async fn replica(origin: &Origin, redis: Option<&RedisServer>, extra: &[&str]) -> Proxy {
     replica_for(origin.port(), redis, extra).await
 }
 
 /// [`replica`] for an origin of any kind listening on `port` (a raw TCP one for tunnels).
-pub async fn replica_for(port: u16, redis: Option<&RedisServer>, extra: &[&str]) -> Proxy {
+pub(crate) async fn replica_for(port: u16, redis: Option<&RedisServer>, extra: &[&str]) -> Proxy {
     let mut builder = ProxyBuilder::new(org(port).to_toml())
         .pin("allowed.test")
         .pin("other.test")
@@ -100,7 +100,7 @@ pub async fn replica_for(port: u16, redis: Option<&RedisServer>, extra: &[&str])
 }
 
 /// `GET url` through `proxy` with the session's credentials.
-pub async fn get_as(proxy: &Proxy, url: &str, session: &Created) -> Response {
+pub(crate) async fn get_as(proxy: &Proxy, url: &str, session: &Created) -> Response {
     let auth = session.proxy_auth();
     get_via_proxy(proxy.addr, url, &[("Proxy-Authorization", &auth)]).await
 }

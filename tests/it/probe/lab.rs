@@ -22,16 +22,16 @@ use crate::support::proxy::binary;
 const V4: [&str; 3] = ["1.1.1.1", "8.8.8.8", "169.254.169.254"];
 const V6: [&str; 2] = ["2606:4700:4700::1111", "fd00:ec2::254"];
 /// The lab proxy's address, which `HTTP_PROXY` and `HTTPS_PROXY` name.
-pub const PROXY: &str = "127.0.0.1:3128";
+pub(super) const PROXY: &str = "127.0.0.1:3128";
 /// The credentials in the proxy variables (the user `probe`, the password `s3cr%et`),
 /// as a gateway's session puts them there: the open lab's proxy requires them.
-pub const PROXY_USERINFO: &str = "probe:s3cr%25et";
+pub(super) const PROXY_USERINFO: &str = "probe:s3cr%25et";
 /// How long one probe may take before the test fails.
 const PROBE_LIMIT: Duration = Duration::from_secs(30);
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
-pub struct Lab {
+pub(super) struct Lab {
     name: String,
     pub dir: PathBuf,
     _socket: Option<UnixListener>,
@@ -41,7 +41,7 @@ pub struct Lab {
 
 /// What a probe in the lab printed and how it exited.
 #[derive(Debug)]
-pub struct Probed {
+pub(super) struct Probed {
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
@@ -49,12 +49,12 @@ pub struct Probed {
 }
 
 impl Probed {
-    pub fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {self:#?}"))
     }
 
     /// Each check's result, by id.
-    pub fn results(&self) -> Vec<(String, String)> {
+    pub(super) fn results(&self) -> Vec<(String, String)> {
         let doc = self.json();
         doc["checks"]
             .as_array()
@@ -86,7 +86,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
 
 impl Lab {
     /// A lab whose channels are all open (`open`) or all closed.
-    pub fn new(open: bool) -> Lab {
+    pub(super) fn new(open: bool) -> Lab {
         let name = format!(
             "ep-probe-{}-{}",
             std::process::id(),
@@ -214,7 +214,7 @@ impl Lab {
 
     /// `egress-proxy probe ARGS` inside the lab, with the proxy variables naming the
     /// lab's proxy, `$HOME` the lab's, and fresh `/tmp` and `/run`.
-    pub fn probe(&self, args: &[&str]) -> Probed {
+    pub(super) fn probe(&self, args: &[&str]) -> Probed {
         // The lab's directory and the binary may lie under /tmp (a checkout there): they
         // are kept in the fresh /run first and bound back once /tmp is fresh.
         let script = r#"set -e

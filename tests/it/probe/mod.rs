@@ -16,7 +16,7 @@ use serde_json::Value;
 use lab::Lab;
 
 /// Every check id, in the report's order.
-pub const IDS: [&str; 13] = [
+pub(crate) const IDS: [&str; 13] = [
     "tcp4-direct",
     "tcp6-direct",
     "udp-dns-system",
@@ -33,7 +33,7 @@ pub const IDS: [&str; 13] = [
 ];
 
 /// Why the lab cannot be made here, if it cannot.
-pub fn skip_reason() -> Option<String> {
+pub(crate) fn skip_reason() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
         return Some("the probe's lab needs root (network namespaces, nftables)".into());
     }

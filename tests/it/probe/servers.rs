@@ -14,11 +14,11 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
 /// base64 of `probe:s3cr%et` percent-decoded (`probe:s3cr%et` is `probe:s3cr%25et` in
 /// the URL): the credentials the open lab's proxy requires.
-pub const PROXY_AUTH_B64: &str = "cHJvYmU6czNjciVldA==";
+pub(super) const PROXY_AUTH_B64: &str = "cHJvYmU6czNjciVldA==";
 
 /// How the lab's proxy answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LabProxy {
+pub(super) enum LabProxy {
     /// Forwards every request and opens every tunnel.
     Open,
     /// Refuses everything with egress-proxy's refusal (403, `X-Egress-Denied`).
@@ -39,7 +39,7 @@ fn tls_acceptor() -> tokio_rustls::TlsAcceptor {
 }
 
 /// A TLS server: every handshake completed, then closed.
-pub fn tls(listener: TcpListener) {
+pub(super) fn tls(listener: TcpListener) {
     let acceptor = tls_acceptor();
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
@@ -54,7 +54,7 @@ pub fn tls(listener: TcpListener) {
 }
 
 /// An HTTP server: `200 ok` to every request.
-pub fn http(listener: TcpListener) {
+pub(super) fn http(listener: TcpListener) {
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
             tokio::spawn(async move {
@@ -82,7 +82,7 @@ fn dns_answer(query: &[u8]) -> Option<Vec<u8>> {
     m.to_vec().ok()
 }
 
-pub fn dns_udp(socket: UdpSocket) {
+pub(super) fn dns_udp(socket: UdpSocket) {
     tokio::spawn(async move {
         let mut buf = [0u8; 2048];
         while let Ok((n, from)) = socket.recv_from(&mut buf).await {
@@ -93,7 +93,7 @@ pub fn dns_udp(socket: UdpSocket) {
     });
 }
 
-pub fn dns_tcp(listener: TcpListener) {
+pub(super) fn dns_tcp(listener: TcpListener) {
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
             tokio::spawn(async move {
@@ -116,7 +116,7 @@ pub fn dns_tcp(listener: TcpListener) {
 }
 
 /// A UDP echo: every datagram sent back.
-pub fn udp_echo(socket: UdpSocket) {
+pub(super) fn udp_echo(socket: UdpSocket) {
     tokio::spawn(async move {
         let mut buf = [0u8; 2048];
         while let Ok((n, from)) = socket.recv_from(&mut buf).await {
@@ -127,7 +127,7 @@ pub fn udp_echo(socket: UdpSocket) {
 
 /// A forward proxy requiring credentials: `CONNECT` relayed, any other request answered
 /// `200`; or every request refused with egress-proxy's refusal.
-pub fn proxy(listener: TcpListener, kind: LabProxy) {
+pub(super) fn proxy(listener: TcpListener, kind: LabProxy) {
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             tokio::spawn(proxy_one(stream, kind));

@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 
 /// One origin process; killed (by its PID) when dropped.
-pub struct TlsOrigin {
+pub(super) struct TlsOrigin {
     child: Child,
     port: u16,
     dir: PathBuf,
@@ -18,7 +18,7 @@ pub struct TlsOrigin {
 
 impl TlsOrigin {
     /// Start it with a certificate for `names`, signed by a fresh test CA.
-    pub fn start(names: &[&str]) -> TlsOrigin {
+    pub(super) fn start(names: &[&str]) -> TlsOrigin {
         let dir = super::shared_dir("tls-origin");
         write_certificates(&dir, names);
         for sub in ["root", "git"] {
@@ -44,27 +44,27 @@ impl TlsOrigin {
         TlsOrigin { child, port, dir }
     }
 
-    pub fn port(&self) -> u16 {
+    pub(super) fn port(&self) -> u16 {
         self.port
     }
 
     /// The test CA's certificate (PEM), for `--cacert`, `PIP_CERT`, `GIT_SSL_CAINFO`.
-    pub fn ca(&self) -> PathBuf {
+    pub(super) fn ca(&self) -> PathBuf {
         self.dir.join("ca.pem")
     }
 
     /// Where the static files are served from (`/` maps here).
-    pub fn root(&self) -> PathBuf {
+    pub(super) fn root(&self) -> PathBuf {
         self.dir.join("root")
     }
 
     /// `GIT_PROJECT_ROOT`: `/git/NAME.git` serves the bare repository `NAME.git` here.
-    pub fn git_root(&self) -> PathBuf {
+    pub(super) fn git_root(&self) -> PathBuf {
         self.dir.join("git")
     }
 
     /// Every request received so far: `METHOD PATH SERVER_NAME`.
-    pub fn requests(&self) -> Vec<String> {
+    pub(super) fn requests(&self) -> Vec<String> {
         std::fs::read_to_string(self.dir.join("requests.log"))
             .unwrap_or_default()
             .lines()
@@ -73,7 +73,7 @@ impl TlsOrigin {
     }
 
     /// The requests that came with TLS server name `name`.
-    pub fn requests_for(&self, name: &str) -> Vec<String> {
+    pub(super) fn requests_for(&self, name: &str) -> Vec<String> {
         let suffix = format!(" {name}");
         self.requests()
             .into_iter()
@@ -82,7 +82,7 @@ impl TlsOrigin {
     }
 
     /// What the server wrote on standard error (tracebacks of failed handshakes).
-    pub fn stderr(&self) -> String {
+    pub(super) fn stderr(&self) -> String {
         std::fs::read_to_string(self.dir.join("origin.err")).unwrap_or_default()
     }
 }

@@ -35,14 +35,14 @@ use crate::support::IO_TIMEOUT;
 
 /// A SOCKS5 destination as the request carries it.
 #[derive(Clone, Debug)]
-pub enum To {
+pub(crate) enum To {
     Name(Vec<u8>),
     V4(Ipv4Addr),
     V6(Ipv6Addr),
 }
 
 impl To {
-    pub fn name(name: &str) -> To {
+    pub(crate) fn name(name: &str) -> To {
         To::Name(name.as_bytes().to_vec())
     }
 
@@ -56,12 +56,12 @@ impl To {
 }
 
 /// The SOCKS5 commands.
-pub const CONNECT: u8 = 1;
-pub const BIND: u8 = 2;
-pub const UDP_ASSOCIATE: u8 = 3;
+pub(crate) const CONNECT: u8 = 1;
+pub(crate) const BIND: u8 = 2;
+pub(crate) const UDP_ASSOCIATE: u8 = 3;
 
 /// The SOCKS5 listener's address, from the proxy's `SOCKS5 listener on ADDR` line.
-pub fn socks_addr(proxy: &Proxy) -> SocketAddr {
+pub(crate) fn socks_addr(proxy: &Proxy) -> SocketAddr {
     let text = proxy.stderr();
     text.lines()
         .find_map(|l| l.split("SOCKS5 listener on ").nth(1))
@@ -70,12 +70,12 @@ pub fn socks_addr(proxy: &Proxy) -> SocketAddr {
 }
 
 /// One raw SOCKS5 client connection.
-pub struct Socks {
+pub(crate) struct Socks {
     pub stream: TcpStream,
 }
 
 impl Socks {
-    pub async fn open(addr: SocketAddr) -> Socks {
+    pub(crate) async fn open(addr: SocketAddr) -> Socks {
         let stream = tokio::time::timeout(IO_TIMEOUT, TcpStream::connect(addr))
             .await
             .expect("connect in time")
@@ -83,7 +83,7 @@ impl Socks {
         Socks { stream }
     }
 
-    pub async fn send(&mut self, bytes: &[u8]) {
+    pub(crate) async fn send(&mut self, bytes: &[u8]) {
         tokio::time::timeout(IO_TIMEOUT, self.stream.write_all(bytes))
             .await
             .expect("write in time")
@@ -91,7 +91,7 @@ impl Socks {
     }
 
     /// Exactly `n` bytes; panics if the proxy closes first.
-    pub async fn read(&mut self, n: usize) -> Vec<u8> {
+    pub(crate) async fn read(&mut self, n: usize) -> Vec<u8> {
         let mut buf = vec![0u8; n];
         tokio::time::timeout(IO_TIMEOUT, self.stream.read_exact(&mut buf))
             .await
@@ -101,7 +101,7 @@ impl Socks {
     }
 
     /// Offer `methods`; the method the proxy picked.
-    pub async fn greet(&mut self, methods: &[u8]) -> u8 {
+    pub(crate) async fn greet(&mut self, methods: &[u8]) -> u8 {
         self.send(&[&[5u8, methods.len() as u8][..], methods].concat())
             .await;
         let reply = self.read(2).await;
@@ -110,7 +110,7 @@ impl Socks {
     }
 
     /// RFC 1929: the status the proxy answers `user`/`pass` with.
-    pub async fn user_pass(&mut self, user: &str, pass: &str) -> u8 {
+    pub(crate) async fn user_pass(&mut self, user: &str, pass: &str) -> u8 {
         let msg = [
             &[1u8, user.len() as u8][..],
             user.as_bytes(),
@@ -125,14 +125,14 @@ impl Socks {
     }
 
     /// Send a request; the reply code and the bound address.
-    pub async fn request(&mut self, command: u8, to: &To, port: u16) -> (u8, SocketAddr) {
+    pub(crate) async fn request(&mut self, command: u8, to: &To, port: u16) -> (u8, SocketAddr) {
         let msg = [&[5u8, command, 0][..], &to.bytes(), &port.to_be_bytes()].concat();
         self.send(&msg).await;
         self.reply().await
     }
 
     /// Read a reply: its code and bound address.
-    pub async fn reply(&mut self) -> (u8, SocketAddr) {
+    pub(crate) async fn reply(&mut self) -> (u8, SocketAddr) {
         let head = self.read(4).await;
         assert_eq!((head[0], head[2]), (5, 0), "{head:?}");
         let bound = match head[3] {
@@ -152,7 +152,7 @@ impl Socks {
     }
 
     /// No session: method 0x00, then a `CONNECT`; the reply code.
-    pub async fn connect(addr: SocketAddr, to: &To, port: u16) -> (u8, Socks) {
+    pub(crate) async fn connect(addr: SocketAddr, to: &To, port: u16) -> (u8, Socks) {
         let mut socks = Socks::open(addr).await;
         assert_eq!(socks.greet(&[0]).await, 0);
         let (code, _) = socks.request(CONNECT, to, port).await;
@@ -160,7 +160,7 @@ impl Socks {
     }
 
     /// Whether the proxy closes the connection (EOF or reset) within `within`.
-    pub async fn closed_within(&mut self, within: std::time::Duration) -> bool {
+    pub(crate) async fn closed_within(&mut self, within: std::time::Duration) -> bool {
         let mut buf = [0u8; 64];
         let started = tokio::time::Instant::now();
         loop {
@@ -173,7 +173,7 @@ impl Socks {
     }
 
     /// A plain HTTP GET through the open tunnel; the whole response.
-    pub async fn http_get(mut self, host: &str) -> String {
+    pub(crate) async fn http_get(mut self, host: &str) -> String {
         let req = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
         self.send(req.as_bytes()).await;
         let mut out = Vec::new();
@@ -191,7 +191,7 @@ const NAMES: &[&str] = &["allowed.test", "evil.test", "other.test"];
 /// A proxy with a SOCKS5 listener, the standard org (`allowed.test` on the origin's
 /// port, loopback open), `--policy` allowing `allowed.test`, and every lookup sent to
 /// a recording DNS server.
-pub struct Setup {
+pub(crate) struct Setup {
     pub origin: Origin,
     pub dns: DnsServer,
     pub proxy: Proxy,
@@ -199,19 +199,23 @@ pub struct Setup {
 }
 
 impl Setup {
-    pub async fn start(extra: &[&str]) -> Setup {
+    pub(crate) async fn start(extra: &[&str]) -> Setup {
         Setup::start_with(|org| org, extra).await
     }
 
     /// With the standard org changed by `org` (its port is the origin's).
     /// The org and `--policy` also allow `*.allowed.test`.
-    pub async fn start_with(org: impl FnOnce(Org) -> Org, extra: &[&str]) -> Setup {
+    pub(crate) async fn start_with(org: impl FnOnce(Org) -> Org, extra: &[&str]) -> Setup {
         let policy = allowlist_json(&["allowed.test", "*.allowed.test"]);
         Setup::start_policy(|o| org(o.allow("*.allowed.test")), &policy, extra).await
     }
 
     /// With `--policy` this request policy JSON.
-    pub async fn start_policy(org: impl FnOnce(Org) -> Org, policy: &str, extra: &[&str]) -> Setup {
+    pub(crate) async fn start_policy(
+        org: impl FnOnce(Org) -> Org,
+        policy: &str,
+        extra: &[&str],
+    ) -> Setup {
         let policy = policy.to_string();
         Setup::start_custom(org, move |mut builder| {
             builder = builder.policy(policy);
@@ -224,7 +228,7 @@ impl Setup {
     }
 
     /// With the proxy's flags set by `proxy` (no `--policy` unless it adds one).
-    pub async fn start_custom(
+    pub(crate) async fn start_custom(
         org: impl FnOnce(Org) -> Org,
         proxy: impl FnOnce(ProxyBuilder) -> ProxyBuilder,
     ) -> Setup {
@@ -253,7 +257,7 @@ impl Setup {
 
 /// The fields every SOCKS5 record has: `via`, the method of the `CONNECT` it is judged
 /// as, the client's address.
-pub fn assert_socks_record(record: &Value, event: &str, reason: Option<&str>) {
+pub(crate) fn assert_socks_record(record: &Value, event: &str, reason: Option<&str>) {
     assert_eq!(record["via"], "socks5", "{record}");
     assert_eq!(record["event"], event, "{record}");
     match reason {

@@ -9,7 +9,7 @@ use super::client::{send_raw, Response};
 
 /// The admin API of one proxy.
 #[derive(Clone, Debug)]
-pub struct AdminClient {
+pub(crate) struct AdminClient {
     pub addr: SocketAddr,
     /// The bearer token; `None` when started without a token file.
     pub token: Option<String>,
@@ -17,7 +17,7 @@ pub struct AdminClient {
 
 /// A created session's credentials.
 #[derive(Clone, Debug)]
-pub struct Created {
+pub(crate) struct Created {
     pub id: String,
     pub token: String,
     pub body: Value,
@@ -25,26 +25,26 @@ pub struct Created {
 
 impl Created {
     /// The `Proxy-Authorization` value of this session.
-    pub fn proxy_auth(&self) -> String {
+    pub(crate) fn proxy_auth(&self) -> String {
         basic(&self.id, &self.token)
     }
 }
 
 /// `Basic base64(id:token)`.
-pub fn basic(id: &str, token: &str) -> String {
+pub(crate) fn basic(id: &str, token: &str) -> String {
     let enc = base64::engine::general_purpose::STANDARD.encode(format!("{id}:{token}"));
     format!("Basic {enc}")
 }
 
 impl AdminClient {
     /// A call with the proxy's token.
-    pub async fn call(&self, method: &str, path: &str, body: Option<&str>) -> Response {
+    pub(crate) async fn call(&self, method: &str, path: &str, body: Option<&str>) -> Response {
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
         self.call_as(method, path, body, auth.as_deref()).await
     }
 
     /// A call with this `Authorization` value (or none).
-    pub async fn call_as(
+    pub(crate) async fn call_as(
         &self,
         method: &str,
         path: &str,
@@ -69,7 +69,7 @@ impl AdminClient {
     }
 
     /// `POST /v1/sessions`; panics unless it answers 201.
-    pub async fn create_session(&self, policy: &Value, idle: Option<u64>) -> Created {
+    pub(crate) async fn create_session(&self, policy: &Value, idle: Option<u64>) -> Created {
         let mut body = serde_json::json!({ "network_policy": policy, "label": "it" });
         if let Some(idle) = idle {
             body["idle_timeout_seconds"] = idle.into();
@@ -87,7 +87,7 @@ impl AdminClient {
     }
 
     /// `GET /metrics` text; panics unless it answers 200.
-    pub async fn metrics(&self) -> String {
+    pub(crate) async fn metrics(&self) -> String {
         let resp = self.call("GET", "/metrics", None).await;
         assert_eq!(resp.status, 200, "metrics: {resp:?}");
         resp.text()
@@ -95,7 +95,7 @@ impl AdminClient {
 }
 
 /// The value of the sample `series` (name with labels exactly as printed), if present.
-pub fn metric(text: &str, series: &str) -> Option<f64> {
+pub(crate) fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
         l.strip_prefix(series)?
             .strip_prefix(' ')?

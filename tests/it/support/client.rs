@@ -13,7 +13,7 @@ use super::IO_TIMEOUT;
 
 /// A response as the client read it.
 #[derive(Clone, Debug)]
-pub struct Response {
+pub(crate) struct Response {
     pub status: u16,
     pub status_line: String,
     /// Names lower-cased, order and duplicates kept.
@@ -22,28 +22,28 @@ pub struct Response {
 }
 
 impl Response {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         header(&self.headers, name)
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
     /// The body as JSON; panics with the response when it is not.
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("response body is not JSON ({e}): {self:?}"))
     }
 }
 
 /// One client connection to the proxy, for several requests (keep-alive).
-pub struct Conn {
+pub(crate) struct Conn {
     reader: Reader<TcpStream>,
 }
 
 impl Conn {
-    pub async fn open(addr: SocketAddr) -> Conn {
+    pub(crate) async fn open(addr: SocketAddr) -> Conn {
         let stream = within("connect to proxy", TcpStream::connect(addr)).await;
         stream.set_nodelay(true).ok();
         Conn {
@@ -51,13 +51,13 @@ impl Conn {
         }
     }
 
-    pub async fn send(&mut self, bytes: &[u8]) {
+    pub(crate) async fn send(&mut self, bytes: &[u8]) {
         within("write request", self.reader.inner.write_all(bytes)).await;
     }
 
     /// Write `bytes` where the proxy may already have closed (after a refusal): an
     /// error is no failure, it only means nothing more could be sent.
-    pub async fn send_lossy(&mut self, bytes: &[u8]) -> bool {
+    pub(crate) async fn send_lossy(&mut self, bytes: &[u8]) -> bool {
         matches!(
             tokio::time::timeout(IO_TIMEOUT, self.reader.inner.write_all(bytes)).await,
             Ok(Ok(()))
@@ -65,20 +65,20 @@ impl Conn {
     }
 
     /// `GET http://{authority}{path}` on this connection, and its response.
-    pub async fn get(&mut self, authority: &str, path: &str) -> Response {
+    pub(crate) async fn get(&mut self, authority: &str, path: &str) -> Response {
         let req = format!("GET http://{authority}{path} HTTP/1.1\r\nHost: {authority}\r\n\r\n");
         self.send(req.as_bytes()).await;
         self.read_response().await
     }
 
     /// Read one full response (body framed by length, chunks, or end of stream).
-    pub async fn read_response(&mut self) -> Response {
+    pub(crate) async fn read_response(&mut self) -> Response {
         read_response(&mut self.reader, false).await
     }
 
     /// The next response, or `None` when the proxy closes (or stays silent for
     /// `IO_TIMEOUT`) instead: for bytes the proxy may rightly drop.
-    pub async fn next_response(&mut self) -> Option<Response> {
+    pub(crate) async fn next_response(&mut self) -> Option<Response> {
         match tokio::time::timeout(IO_TIMEOUT, self.reader.read_head()).await {
             Ok(Ok(Some(head))) => Some(finish_response(&mut self.reader, head, false).await),
             _ => None,
@@ -86,19 +86,19 @@ impl Conn {
     }
 
     /// A connection over an already open stream (a tunnel), to speak HTTP through it.
-    pub fn from_stream(stream: TcpStream) -> Conn {
+    pub(crate) fn from_stream(stream: TcpStream) -> Conn {
         Conn {
             reader: Reader::new(stream),
         }
     }
 
     /// Read a response head, and its body only when it is not a 2xx to a CONNECT.
-    pub async fn read_connect_response(&mut self) -> Response {
+    pub(crate) async fn read_connect_response(&mut self) -> Response {
         read_response(&mut self.reader, true).await
     }
 
     /// The stream, for tunnels. Panics if the proxy sent bytes after the head.
-    pub fn into_stream(self) -> TcpStream {
+    pub(crate) fn into_stream(self) -> TcpStream {
         assert!(
             self.reader.buf.is_empty(),
             "proxy sent bytes after the CONNECT answer: {:?}",
@@ -108,7 +108,7 @@ impl Conn {
     }
 
     /// Whether the peer has closed (reads EOF or an error) within `IO_TIMEOUT`.
-    pub async fn closed_by_peer(&mut self) -> bool {
+    pub(crate) async fn closed_by_peer(&mut self) -> bool {
         let mut buf = [0u8; 1];
         matches!(
             tokio::time::timeout(
@@ -121,7 +121,7 @@ impl Conn {
     }
 }
 
-pub async fn read_response<R: AsyncRead + Unpin>(
+pub(crate) async fn read_response<R: AsyncRead + Unpin>(
     reader: &mut Reader<R>,
     connect: bool,
 ) -> Response {
@@ -161,7 +161,7 @@ async fn finish_response<R: AsyncRead + Unpin>(
 }
 
 /// Await `fut`, failing the test after `IO_TIMEOUT` or on an I/O error.
-pub async fn within<T, E: std::fmt::Debug>(
+pub(crate) async fn within<T, E: std::fmt::Debug>(
     what: &str,
     fut: impl std::future::Future<Output = Result<T, E>>,
 ) -> T {
@@ -173,21 +173,26 @@ pub async fn within<T, E: std::fmt::Debug>(
 }
 
 /// Send `bytes` on a new connection and read one response.
-pub async fn send_raw(proxy: SocketAddr, bytes: &[u8]) -> Response {
+pub(crate) async fn send_raw(proxy: SocketAddr, bytes: &[u8]) -> Response {
     let mut conn = Conn::open(proxy).await;
     conn.send(bytes).await;
     conn.read_response().await
 }
 
 /// The authority (`host:port`) of an absolute `http://` URL.
-pub fn authority(url: &str) -> &str {
+pub(crate) fn authority(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     rest.split('/').next().unwrap_or(rest)
 }
 
 /// Render `METHOD URL HTTP/1.1` with `Host` from the URL, the extra headers and
 /// `Connection: close`.
-pub fn request_bytes(method: &str, url: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+pub(crate) fn request_bytes(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Vec<u8> {
     let mut out = format!("{method} {url} HTTP/1.1\r\nHost: {}\r\n", authority(url));
     for (name, value) in headers {
         out += &format!("{name}: {value}\r\n");
@@ -202,13 +207,17 @@ pub fn request_bytes(method: &str, url: &str, headers: &[(&str, &str)], body: &[
 }
 
 /// `GET url` through the proxy with extra headers.
-pub async fn get_via_proxy(proxy: SocketAddr, url: &str, headers: &[(&str, &str)]) -> Response {
+pub(crate) async fn get_via_proxy(
+    proxy: SocketAddr,
+    url: &str,
+    headers: &[(&str, &str)],
+) -> Response {
     send_raw(proxy, &request_bytes("GET", url, headers, b"")).await
 }
 
 /// `CONNECT target` with extra headers. Returns the answer and, for the tunnel,
 /// the connection.
-pub async fn connect_via_proxy(
+pub(crate) async fn connect_via_proxy(
     proxy: SocketAddr,
     target: &str,
     headers: &[(&str, &str)],
@@ -225,7 +234,7 @@ pub async fn connect_via_proxy(
 }
 
 /// A TLS client config trusting only `cert`.
-pub fn tls_config(cert: CertificateDer<'static>) -> rustls::ClientConfig {
+pub(crate) fn tls_config(cert: CertificateDer<'static>) -> rustls::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert).expect("add root");
     rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
@@ -236,7 +245,7 @@ pub fn tls_config(cert: CertificateDer<'static>) -> rustls::ClientConfig {
 }
 
 /// Handshake TLS as `secure.test` over `stream`, send `GET path`, read the answer.
-pub async fn https_get<S: AsyncRead + AsyncWrite + Unpin>(
+pub(crate) async fn https_get<S: AsyncRead + AsyncWrite + Unpin>(
     stream: S,
     cert: CertificateDer<'static>,
     path: &str,

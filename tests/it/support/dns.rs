@@ -28,20 +28,20 @@ impl Answers {
 
 /// Builder: which names resolve to which address.
 #[derive(Default)]
-pub struct DnsBuilder {
+pub(crate) struct DnsBuilder {
     records: HashMap<String, Answers>,
     delay: Duration,
 }
 
 impl DnsBuilder {
     /// Answer `name` with an A record for `ip`.
-    pub fn record(self, name: &str, ip: Ipv4Addr) -> Self {
+    pub(crate) fn record(self, name: &str, ip: Ipv4Addr) -> Self {
         self.answers(name, &[&[ip]])
     }
 
     /// Answer the n-th A query for `name` with the records of `answers[n]` (in that
     /// order), and every later query with the last set.
-    pub fn answers(mut self, name: &str, answers: &[&[Ipv4Addr]]) -> Self {
+    pub(crate) fn answers(mut self, name: &str, answers: &[&[Ipv4Addr]]) -> Self {
         assert!(!answers.is_empty(), "test bug: no answers for {name}");
         for ip in answers.iter().flat_map(|a| a.iter()) {
             assert!(
@@ -57,12 +57,12 @@ impl DnsBuilder {
 
     /// Hold every answer back this long (queries are still recorded at once), so a test
     /// can act between a name's judgement and its resolution.
-    pub fn delay(mut self, delay: Duration) -> Self {
+    pub(crate) fn delay(mut self, delay: Duration) -> Self {
         self.delay = delay;
         self
     }
 
-    pub async fn start(self) -> DnsServer {
+    pub(crate) async fn start(self) -> DnsServer {
         let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind dns");
         let addr = socket.local_addr().expect("dns addr");
         let queries = Arc::new(Mutex::new(Vec::new()));
@@ -81,22 +81,22 @@ impl DnsBuilder {
 }
 
 /// A running DNS server.
-pub struct DnsServer {
+pub(crate) struct DnsServer {
     addr: SocketAddr,
     queries: Arc<Mutex<Vec<(String, RecordType)>>>,
 }
 
 impl DnsServer {
-    pub fn builder() -> DnsBuilder {
+    pub(crate) fn builder() -> DnsBuilder {
         DnsBuilder::default()
     }
 
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// Every name queried so far (lower case, no trailing dot), in order.
-    pub fn queried_names(&self) -> Vec<String> {
+    pub(crate) fn queried_names(&self) -> Vec<String> {
         self.queries
             .lock()
             .unwrap()
@@ -107,7 +107,7 @@ impl DnsServer {
 
     /// How many queries named `name` or a name below it (catches search-domain
     /// suffixes such as `evil.test.corp`).
-    pub fn queries_for(&self, name: &str) -> usize {
+    pub(crate) fn queries_for(&self, name: &str) -> usize {
         let name = normalise(name);
         self.queried_names()
             .iter()

@@ -13,7 +13,7 @@ use super::proxy::Proxy;
 use super::IO_TIMEOUT;
 
 /// The DNS listener's address, from the proxy's `DNS listener on ADDR` line.
-pub fn dns_listener(proxy: &Proxy) -> SocketAddr {
+pub(crate) fn dns_listener(proxy: &Proxy) -> SocketAddr {
     let text = proxy.stderr();
     text.lines()
         .find_map(|l| l.split("DNS listener on ").nth(1))
@@ -22,7 +22,7 @@ pub fn dns_listener(proxy: &Proxy) -> SocketAddr {
 }
 
 /// A query message for `name` (sent as written: case and dots as given).
-pub fn query(id: u16, name: &str, qtype: RecordType) -> Vec<u8> {
+pub(crate) fn query(id: u16, name: &str, qtype: RecordType) -> Vec<u8> {
     let mut m = Message::new();
     m.set_id(id)
         .set_message_type(MessageType::Query)
@@ -33,7 +33,7 @@ pub fn query(id: u16, name: &str, qtype: RecordType) -> Vec<u8> {
 }
 
 /// The addresses of the `A` records of `m`.
-pub fn a_records(m: &Message) -> Vec<Ipv4Addr> {
+pub(crate) fn a_records(m: &Message) -> Vec<Ipv4Addr> {
     m.answers()
         .iter()
         .filter_map(|r| match r.data() {
@@ -51,14 +51,14 @@ fn parse(bytes: &[u8], id: u16) -> Message {
 }
 
 /// One UDP socket: queries from it share a client address, as a stub resolver's do.
-pub struct UdpClient {
+pub(crate) struct UdpClient {
     socket: UdpSocket,
     server: SocketAddr,
     next_id: u16,
 }
 
 impl UdpClient {
-    pub async fn new(server: SocketAddr) -> UdpClient {
+    pub(crate) async fn new(server: SocketAddr) -> UdpClient {
         let socket = UdpSocket::bind("127.0.0.1:0").await.expect("bind udp");
         UdpClient {
             socket,
@@ -68,7 +68,7 @@ impl UdpClient {
     }
 
     /// Ask `name` for `qtype`; panics without an answer within [`IO_TIMEOUT`].
-    pub async fn query(&mut self, name: &str, qtype: RecordType) -> Message {
+    pub(crate) async fn query(&mut self, name: &str, qtype: RecordType) -> Message {
         self.next_id = self.next_id.wrapping_add(1);
         let id = self.next_id;
         let reply = self
@@ -79,7 +79,7 @@ impl UdpClient {
     }
 
     /// Send `bytes` and wait up to `wait` for a datagram back.
-    pub async fn exchange(&self, bytes: &[u8], wait: Duration) -> Option<Vec<u8>> {
+    pub(crate) async fn exchange(&self, bytes: &[u8], wait: Duration) -> Option<Vec<u8>> {
         self.socket
             .send_to(bytes, self.server)
             .await
@@ -93,13 +93,13 @@ impl UdpClient {
 }
 
 /// One TCP connection carrying length-prefixed messages.
-pub struct TcpClient {
+pub(crate) struct TcpClient {
     pub stream: TcpStream,
     next_id: u16,
 }
 
 impl TcpClient {
-    pub async fn connect(server: SocketAddr) -> TcpClient {
+    pub(crate) async fn connect(server: SocketAddr) -> TcpClient {
         let stream = tokio::time::timeout(IO_TIMEOUT, TcpStream::connect(server))
             .await
             .expect("connect timed out")
@@ -110,7 +110,7 @@ impl TcpClient {
         }
     }
 
-    pub async fn query(&mut self, name: &str, qtype: RecordType) -> Message {
+    pub(crate) async fn query(&mut self, name: &str, qtype: RecordType) -> Message {
         self.next_id = self.next_id.wrapping_add(1);
         let id = self.next_id;
         let bytes = query(id, name, qtype);

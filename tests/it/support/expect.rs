@@ -7,7 +7,7 @@ use super::client::Response;
 use super::proxy::Proxy;
 
 /// What a denial must look like.
-pub struct Denial<'a> {
+pub(crate) struct Denial<'a> {
     pub status: u16,
     pub reason: &'a str,
     /// Expected `host` in the body and audit record, when the test knows it.
@@ -20,7 +20,7 @@ pub struct Denial<'a> {
 }
 
 impl<'a> Denial<'a> {
-    pub fn new(status: u16, reason: &'a str) -> Denial<'a> {
+    pub(crate) fn new(status: u16, reason: &'a str) -> Denial<'a> {
         Denial {
             status,
             reason,
@@ -31,19 +31,19 @@ impl<'a> Denial<'a> {
         }
     }
 
-    pub fn at(mut self, host: &'a str, port: u16) -> Self {
+    pub(crate) fn at(mut self, host: &'a str, port: u16) -> Self {
         self.host = Some(host);
         self.port = Some(port);
         self
     }
 
-    pub fn level(mut self, level: &'a str) -> Self {
+    pub(crate) fn level(mut self, level: &'a str) -> Self {
         self.level = Some(level);
         self
     }
 
     /// Name the table row in every failure message.
-    pub fn case(mut self, name: &'a str) -> Self {
+    pub(crate) fn case(mut self, name: &'a str) -> Self {
         self.case = Some(name);
         self
     }
@@ -56,7 +56,7 @@ impl<'a> Denial<'a> {
 
 /// Assert the answer: status, `X-Egress-Denied`, and the JSON error body.
 /// Returns the body's `request_id`.
-pub fn assert_denied_response(resp: &Response, want: &Denial, proxy: &Proxy) -> String {
+pub(crate) fn assert_denied_response(resp: &Response, want: &Denial, proxy: &Proxy) -> String {
     let ctx = || {
         format!(
             "{}response: {resp:?}\n{}",
@@ -90,7 +90,7 @@ pub fn assert_denied_response(resp: &Response, want: &Denial, proxy: &Proxy) -> 
 }
 
 /// Assert one audit record describes this denial (and the same request id).
-pub fn assert_denied_record(record: &Value, want: &Denial, request_id: &str, proxy: &Proxy) {
+pub(crate) fn assert_denied_record(record: &Value, want: &Denial, request_id: &str, proxy: &Proxy) {
     let ctx = || format!("{}record: {record}\n{}", want.label(), proxy.diagnostics());
     assert_eq!(record["event"], "egress.denied", "event\n{}", ctx());
     assert_eq!(record["reason"], want.reason, "reason\n{}", ctx());
@@ -108,7 +108,11 @@ pub fn assert_denied_record(record: &Value, want: &Denial, request_id: &str, pro
 
 /// The whole check for a single denied request: the answer, exactly one audit
 /// record, and that record matching. Returns the record.
-pub async fn assert_single_denial(resp: &Response, want: &Denial<'_>, proxy: &Proxy) -> Value {
+pub(crate) async fn assert_single_denial(
+    resp: &Response,
+    want: &Denial<'_>,
+    proxy: &Proxy,
+) -> Value {
     let id = assert_denied_response(resp, want, proxy);
     let record = proxy.single_audit().await;
     assert_denied_record(&record, want, &id, proxy);
@@ -118,7 +122,7 @@ pub async fn assert_single_denial(resp: &Response, want: &Denial<'_>, proxy: &Pr
 /// Assert a refusal whose reason is one of `reasons` (for inputs where the order of judgement lets the
 /// proxy call a target either unparseable or an invalid host). Returns the body's
 /// `request_id` and the reason seen.
-pub fn assert_refused_as_one_of(
+pub(crate) fn assert_refused_as_one_of(
     resp: &Response,
     status: u16,
     reasons: &[&str],
@@ -139,7 +143,7 @@ pub fn assert_refused_as_one_of(
 
 /// Assert the audit log holds exactly one `egress.denied` record per refusal in
 /// `refusals` (`(request_id, reason)`), and nothing else: one attempt, one line.
-pub async fn assert_denials_logged(proxy: &Proxy, refusals: &[(String, String)]) {
+pub(crate) async fn assert_denials_logged(proxy: &Proxy, refusals: &[(String, String)]) {
     let records = proxy.expect_audit_count(refusals.len()).await;
     for (id, reason) in refusals {
         let found = records

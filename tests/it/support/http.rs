@@ -14,20 +14,20 @@ const MAX_HEAD: usize = 256 * 1024;
 
 /// A parsed start line plus headers (names lower-cased, order and duplicates kept).
 #[derive(Clone, Debug)]
-pub struct Head {
+pub(crate) struct Head {
     pub start_line: String,
     pub headers: Vec<(String, String)>,
 }
 
 impl Head {
     /// The first value of header `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         header(&self.headers, name)
     }
 }
 
 /// The first value of header `name` in `headers` (case-insensitive).
-pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
         .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -35,13 +35,13 @@ pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str
 }
 
 /// A reader that keeps the bytes it read past the current message.
-pub struct Reader<R> {
+pub(crate) struct Reader<R> {
     pub inner: R,
     pub buf: Vec<u8>,
 }
 
 impl<R: AsyncRead + Unpin> Reader<R> {
-    pub fn new(inner: R) -> Self {
+    pub(crate) fn new(inner: R) -> Self {
         Reader {
             inner,
             buf: Vec::new(),
@@ -58,7 +58,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
 
     /// Read a head up to the blank line. `Ok(None)` when the stream ends cleanly
     /// before any byte of a new message.
-    pub async fn read_head(&mut self) -> io::Result<Option<Head>> {
+    pub(crate) async fn read_head(&mut self) -> io::Result<Option<Head>> {
         loop {
             if let Some(end) = find(&self.buf, b"\r\n\r\n") {
                 let raw: Vec<u8> = self.buf.drain(..end + 4).collect();
@@ -83,7 +83,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     }
 
     /// Read exactly `n` body bytes.
-    pub async fn read_exact_body(&mut self, n: usize) -> io::Result<Vec<u8>> {
+    pub(crate) async fn read_exact_body(&mut self, n: usize) -> io::Result<Vec<u8>> {
         while self.buf.len() < n {
             if self.fill().await? == 0 {
                 return Err(io::Error::new(
@@ -112,7 +112,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     }
 
     /// Decode a chunked body (trailers are read and dropped).
-    pub async fn read_chunked_body(&mut self) -> io::Result<Vec<u8>> {
+    pub(crate) async fn read_chunked_body(&mut self) -> io::Result<Vec<u8>> {
         let mut body = Vec::new();
         loop {
             let line = self.read_line().await?;
@@ -132,14 +132,14 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     }
 
     /// Read until the peer closes the stream.
-    pub async fn read_to_end(&mut self) -> io::Result<Vec<u8>> {
+    pub(crate) async fn read_to_end(&mut self) -> io::Result<Vec<u8>> {
         while self.fill().await? != 0 {}
         Ok(std::mem::take(&mut self.buf))
     }
 
     /// Read the body that follows `head`, framed by `Content-Length` or chunked;
     /// `to_eof` says what to do when neither is present.
-    pub async fn read_body(&mut self, head: &Head, to_eof: bool) -> io::Result<Vec<u8>> {
+    pub(crate) async fn read_body(&mut self, head: &Head, to_eof: bool) -> io::Result<Vec<u8>> {
         let chunked = head
             .header("transfer-encoding")
             .is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));

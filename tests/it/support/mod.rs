@@ -16,31 +16,31 @@
 // Each test module uses a different subset of the helpers.
 #![allow(dead_code)]
 
-pub mod admin;
-pub mod client;
-pub mod dns;
-pub mod dns_client;
-pub mod expect;
-pub mod http;
-pub mod org;
-pub mod origin;
-pub mod proxy;
-pub mod redis;
-pub mod sessions;
-pub mod squid;
-pub mod sshd;
-pub mod tls;
-pub mod ws_origin;
+pub(crate) mod admin;
+pub(crate) mod client;
+pub(crate) mod dns;
+pub(crate) mod dns_client;
+pub(crate) mod expect;
+pub(crate) mod http;
+pub(crate) mod org;
+pub(crate) mod origin;
+pub(crate) mod proxy;
+pub(crate) mod redis;
+pub(crate) mod sessions;
+pub(crate) mod squid;
+pub(crate) mod sshd;
+pub(crate) mod tls;
+pub(crate) mod ws_origin;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// How long any single network step may take before the test fails.
-pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A fresh directory for one test's files (org file, audit log).
-pub fn unique_temp_dir(tag: &str) -> PathBuf {
+pub(crate) fn unique_temp_dir(tag: &str) -> PathBuf {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
     let n = COUNTER.fetch_add(1, Ordering::SeqCst);
     let dir = std::env::temp_dir().join(format!(
@@ -55,6 +55,6 @@ pub fn unique_temp_dir(tag: &str) -> PathBuf {
 }
 
 /// Find `needle` in `haystack`.
-pub fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+pub(crate) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }

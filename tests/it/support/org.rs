@@ -3,7 +3,7 @@
 /// An organization policy under construction. Starts from `version = 1` and
 /// nothing else, so every default of the organization file applies unless a test sets it.
 #[derive(Clone, Debug, Default)]
-pub struct Org {
+pub(crate) struct Org {
     mode: Option<String>,
     allowed_domains: Vec<String>,
     denied_domains: Vec<String>,
@@ -16,83 +16,83 @@ pub struct Org {
 }
 
 impl Org {
-    pub fn new() -> Org {
+    pub(crate) fn new() -> Org {
         Org::default()
     }
 
     /// The usual test org: `allowed.test` on 80, 443 and `port`, loopback reachable.
-    pub fn standard(port: u16) -> Org {
+    pub(crate) fn standard(port: u16) -> Org {
         Org::new()
             .allow("allowed.test")
             .ports(&[80, 443, port])
             .loopback()
     }
 
-    pub fn allow(mut self, pattern: &str) -> Org {
+    pub(crate) fn allow(mut self, pattern: &str) -> Org {
         self.allowed_domains.push(quote(pattern));
         self
     }
 
     /// An `allowed_domains` element as inline TOML, e.g. an entry with rules:
     /// `{ host = "x.test", access = "read-only" }`.
-    pub fn allow_entry(mut self, inline_toml: &str) -> Org {
+    pub(crate) fn allow_entry(mut self, inline_toml: &str) -> Org {
         self.allowed_domains.push(inline_toml.to_string());
         self
     }
 
-    pub fn deny(mut self, pattern: &str) -> Org {
+    pub(crate) fn deny(mut self, pattern: &str) -> Org {
         self.denied_domains.push(pattern.to_string());
         self
     }
 
-    pub fn ports(mut self, ports: &[u16]) -> Org {
+    pub(crate) fn ports(mut self, ports: &[u16]) -> Org {
         self.allowed_ports = Some(ports.to_vec());
         self
     }
 
-    pub fn cidr(mut self, cidr: &str) -> Org {
+    pub(crate) fn cidr(mut self, cidr: &str) -> Org {
         self.allowed_cidrs.push(cidr.to_string());
         self
     }
 
     /// Allow `127.0.0.0/8`, where every test origin listens.
-    pub fn loopback(self) -> Org {
+    pub(crate) fn loopback(self) -> Org {
         self.cidr("127.0.0.0/8")
     }
 
     /// `"enforce"` or `"report"`.
-    pub fn mode(mut self, mode: &str) -> Org {
+    pub(crate) fn mode(mut self, mode: &str) -> Org {
         self.mode = Some(mode.to_string());
         self
     }
 
     /// `default_network_policy` as an inline TOML table, e.g.
     /// `{ type = "allowlist", allowed_domains = ["allowed.test"] }`.
-    pub fn default_policy(mut self, inline_toml: &str) -> Org {
+    pub(crate) fn default_policy(mut self, inline_toml: &str) -> Org {
         self.default_policy = Some(inline_toml.to_string());
         self
     }
 
     /// `[shared_hosting] action = ...`.
-    pub fn shared_hosting(mut self, action: &str) -> Org {
+    pub(crate) fn shared_hosting(mut self, action: &str) -> Org {
         self.shared_hosting_action = Some(action.to_string());
         self
     }
 
     /// `[tunnels] require_tls = ..., require_sni = ...`; `None` leaves a key out (its
     /// default then applies: required on port 443 only).
-    pub fn tunnels(mut self, require_tls: Option<bool>, require_sni: Option<bool>) -> Org {
+    pub(crate) fn tunnels(mut self, require_tls: Option<bool>, require_sni: Option<bool>) -> Org {
         self.tunnels = Some((require_tls, require_sni));
         self
     }
 
     /// A raw top-level line, for tests of bad files.
-    pub fn raw_line(mut self, line: &str) -> Org {
+    pub(crate) fn raw_line(mut self, line: &str) -> Org {
         self.extra.push(line.to_string());
         self
     }
 
-    pub fn to_toml(&self) -> String {
+    pub(crate) fn to_toml(&self) -> String {
         let mut out = String::from("version = 1\nname = \"it-org\"\n");
         if let Some(mode) = &self.mode {
             out += &format!("mode = {}\n", quote(mode));
@@ -128,7 +128,7 @@ impl Org {
 }
 
 /// A request policy allowlist as JSON (docs/reference/policy-files.md).
-pub fn allowlist_json(names: &[&str]) -> String {
+pub(crate) fn allowlist_json(names: &[&str]) -> String {
     serde_json::json!({"type": "allowlist", "allowed_domains": names}).to_string()
 }
 

@@ -16,7 +16,7 @@ use super::IO_TIMEOUT;
 
 /// One request as the origin saw it.
 #[derive(Clone, Debug)]
-pub struct RecordedRequest {
+pub(crate) struct RecordedRequest {
     pub method: String,
     pub target: String,
     /// Names lower-cased, order and duplicates kept.
@@ -26,12 +26,12 @@ pub struct RecordedRequest {
 
 impl RecordedRequest {
     /// The first value of header `name`.
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         header(&self.headers, name)
     }
 
     /// Every value of header `name`, in order.
-    pub fn header_all(&self, name: &str) -> Vec<&str> {
+    pub(crate) fn header_all(&self, name: &str) -> Vec<&str> {
         self.headers
             .iter()
             .filter(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -55,7 +55,7 @@ struct State {
 }
 
 /// A plain HTTP origin.
-pub struct Origin {
+pub(crate) struct Origin {
     addr: SocketAddr,
     name: String,
     state: Arc<State>,
@@ -63,12 +63,12 @@ pub struct Origin {
 
 impl Origin {
     /// Start an origin named `origin`.
-    pub async fn start() -> Origin {
+    pub(crate) async fn start() -> Origin {
         Origin::start_named("origin").await
     }
 
     /// Start an origin whose answers say `origin:<name>`.
-    pub async fn start_named(name: &str) -> Origin {
+    pub(crate) async fn start_named(name: &str) -> Origin {
         Origin::start_at(name, "127.0.0.1:0".parse().expect("addr"))
             .await
             .expect("bind origin")
@@ -76,7 +76,7 @@ impl Origin {
 
     /// Start an origin named `name` on `addr` (a loopback address, port 0 for any);
     /// `Err` when the address is taken, so a caller can try another port.
-    pub async fn start_at(name: &str, addr: SocketAddr) -> std::io::Result<Origin> {
+    pub(crate) async fn start_at(name: &str, addr: SocketAddr) -> std::io::Result<Origin> {
         assert!(
             addr.ip().is_loopback(),
             "test bug: origins listen on loopback only"
@@ -103,49 +103,49 @@ impl Origin {
         })
     }
 
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.addr.port()
     }
 
     /// The body this origin answers with.
-    pub fn body(&self) -> String {
+    pub(crate) fn body(&self) -> String {
         format!("origin:{}", self.name)
     }
 
     /// A snapshot of the requests received so far.
-    pub fn requests(&self) -> Vec<RecordedRequest> {
+    pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
         self.state.requests.lock().unwrap().clone()
     }
 
     /// How many requests were received.
-    pub fn hits(&self) -> usize {
+    pub(crate) fn hits(&self) -> usize {
         self.state.requests.lock().unwrap().len()
     }
 
     /// How many TCP connections were accepted.
-    pub fn connections(&self) -> usize {
+    pub(crate) fn connections(&self) -> usize {
         self.state.connections.load(Ordering::SeqCst)
     }
 
     /// Bytes read from all clients: every request head and body, as they arrived.
-    pub fn http_bytes(&self) -> usize {
+    pub(crate) fn http_bytes(&self) -> usize {
         self.state.http_bytes.load(Ordering::SeqCst)
     }
 }
 
 /// An HTTPS origin with a self-signed certificate for `secure.test`.
-pub struct HttpsOrigin {
+pub(crate) struct HttpsOrigin {
     addr: SocketAddr,
     cert: CertificateDer<'static>,
     state: Arc<State>,
 }
 
 impl HttpsOrigin {
-    pub async fn start() -> HttpsOrigin {
+    pub(crate) async fn start() -> HttpsOrigin {
         let certified = rcgen::generate_simple_self_signed(vec!["secure.test".into()])
             .expect("generate certificate");
         let cert = certified.cert.der().clone();
@@ -192,50 +192,50 @@ impl HttpsOrigin {
         HttpsOrigin { addr, cert, state }
     }
 
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.addr.port()
     }
 
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// The certificate a client must trust.
-    pub fn cert_der(&self) -> CertificateDer<'static> {
+    pub(crate) fn cert_der(&self) -> CertificateDer<'static> {
         self.cert.clone()
     }
 
-    pub fn body(&self) -> String {
+    pub(crate) fn body(&self) -> String {
         "origin:secure".to_string()
     }
 
-    pub fn requests(&self) -> Vec<RecordedRequest> {
+    pub(crate) fn requests(&self) -> Vec<RecordedRequest> {
         self.state.requests.lock().unwrap().clone()
     }
 
-    pub fn hits(&self) -> usize {
+    pub(crate) fn hits(&self) -> usize {
         self.state.requests.lock().unwrap().len()
     }
 
     /// TCP connections accepted, counted before the TLS handshake.
-    pub fn connections(&self) -> usize {
+    pub(crate) fn connections(&self) -> usize {
         self.state.connections.load(Ordering::SeqCst)
     }
 
     /// Bytes received from all clients, below TLS: 0 means no byte of any
     /// ClientHello ever arrived.
-    pub fn bytes_received(&self) -> usize {
+    pub(crate) fn bytes_received(&self) -> usize {
         self.state.bytes_received.load(Ordering::SeqCst)
     }
 
     /// TLS handshakes completed.
-    pub fn handshakes(&self) -> usize {
+    pub(crate) fn handshakes(&self) -> usize {
         self.state.handshakes.load(Ordering::SeqCst)
     }
 
     /// Bytes of HTTP read from all clients, above TLS: every request head and body, as
     /// they arrived.
-    pub fn http_bytes(&self) -> usize {
+    pub(crate) fn http_bytes(&self) -> usize {
         self.state.http_bytes.load(Ordering::SeqCst)
     }
 }

@@ -23,7 +23,7 @@ fn binary() -> Option<PathBuf> {
 }
 
 /// A running `redis-server`; killed when dropped.
-pub struct RedisServer {
+pub(crate) struct RedisServer {
     pub port: u16,
     bin: PathBuf,
     dir: PathBuf,
@@ -32,7 +32,7 @@ pub struct RedisServer {
 
 impl RedisServer {
     /// Start one, or `None` (with the reason printed) when `redis-server` is missing.
-    pub fn start(test: &str) -> Option<RedisServer> {
+    pub(crate) fn start(test: &str) -> Option<RedisServer> {
         let Some(bin) = binary() else {
             eprintln!(
                 "skipping {test}: redis-server is not installed (apt-get install redis-server)"
@@ -81,7 +81,7 @@ impl RedisServer {
     }
 
     /// `redis://127.0.0.1:PORT`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
@@ -110,17 +110,17 @@ impl RedisServer {
     }
 
     /// SIGSTOP: the server keeps its connections and answers nothing.
-    pub fn pause(&self) {
+    pub(crate) fn pause(&self) {
         self.signal("STOP");
     }
 
     /// SIGCONT: a paused server answers again.
-    pub fn resume(&self) {
+    pub(crate) fn resume(&self) {
         self.signal("CONT");
     }
 
     /// SIGKILL, and wait for it to be gone.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -128,13 +128,13 @@ impl RedisServer {
     }
 
     /// A new server on the same port: empty (no persistence).
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.kill();
         self.spawn();
     }
 
     /// Every key, and every value under it (hash fields and values, strings), as text.
-    pub fn dump(&self) -> Vec<String> {
+    pub(crate) fn dump(&self) -> Vec<String> {
         let mut conn = self.connection().expect("connect to redis");
         let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
         let mut out = Vec::new();
@@ -168,7 +168,7 @@ impl RedisServer {
 
     /// How many commands of `name` (`hgetall`, `pexpire`...) the server has run, and of
     /// all kinds, from `INFO commandstats`.
-    pub fn command_counts(&self) -> Vec<(String, u64)> {
+    pub(crate) fn command_counts(&self) -> Vec<(String, u64)> {
         let mut conn = self.connection().expect("connect to redis");
         let info: String = redis::cmd("INFO")
             .arg("commandstats")

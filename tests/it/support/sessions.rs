@@ -11,17 +11,17 @@ use super::org::Org;
 use super::proxy::{Proxy, ProxyBuilder, AUDIT_TIMEOUT};
 
 /// The bearer token of the admin API.
-pub const ADMIN_TOKEN: &str = "it-admin-token-0123456789abcdef";
+pub(crate) const ADMIN_TOKEN: &str = "it-admin-token-0123456789abcdef";
 
 /// An org allowing `allowed.test` and `other.test` (and the origin's port), with the
 /// closed default: only sessions open the network.
-pub fn org(port: u16) -> Org {
+pub(crate) fn org(port: u16) -> Org {
     Org::standard(port).allow("other.test")
 }
 
 /// The control-plane proxy for `org`: the three test names pinned, the admin API on,
 /// and `extra` flags.
-pub async fn proxy_with(org: &Org, extra: &[&str]) -> Proxy {
+pub(crate) async fn proxy_with(org: &Org, extra: &[&str]) -> Proxy {
     let mut builder = ProxyBuilder::new(org.to_toml())
         .pin("allowed.test")
         .pin("other.test")
@@ -34,12 +34,12 @@ pub async fn proxy_with(org: &Org, extra: &[&str]) -> Proxy {
 }
 
 /// An allowlist request policy of `names`, as a session body's `policy`.
-pub fn allowlist(names: &[&str]) -> Value {
+pub(crate) fn allowlist(names: &[&str]) -> Value {
     json!({"type": "allowlist", "allowed_domains": names})
 }
 
 /// Neither the audit log nor the proxy's own log holds a token.
-pub fn assert_no_secrets(proxy: &Proxy, tokens: &[&str]) {
+pub(crate) fn assert_no_secrets(proxy: &Proxy, tokens: &[&str]) {
     let audit = proxy.audit_text();
     let stderr = proxy.stderr();
     for secret in tokens.iter().copied().chain([ADMIN_TOKEN]) {
@@ -55,7 +55,12 @@ pub fn assert_no_secrets(proxy: &Proxy, tokens: &[&str]) {
 }
 
 /// Wait (bounded) until the proxy answers `url` with `status`.
-pub async fn wait_for_status(proxy: &Proxy, url: &str, headers: &[(&str, &str)], status: u16) {
+pub(crate) async fn wait_for_status(
+    proxy: &Proxy,
+    url: &str,
+    headers: &[(&str, &str)],
+    status: u16,
+) {
     let started = std::time::Instant::now();
     loop {
         let resp = get_via_proxy(proxy.addr, url, headers).await;

@@ -24,10 +24,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How long a transaction's line may take to reach the access log (squid writes it
 /// when the transaction ends: a tunnel's when the tunnel closes).
-pub const LOG_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const LOG_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why the parent-proxy tests cannot run here, if they cannot.
-pub fn skip_reason() -> Option<String> {
+pub(crate) fn skip_reason() -> Option<String> {
     if !Path::new(SQUID).is_file() || !Path::new(FAKE_AUTH).is_file() {
         return Some(format!("{SQUID} is not installed (apt-get install squid)"));
     }
@@ -46,7 +46,7 @@ macro_rules! require_squid {
 pub(crate) use require_squid;
 
 /// One `squid -N`; killed (by its PID) when dropped.
-pub struct Squid {
+pub(crate) struct Squid {
     child: Child,
     pub addr: SocketAddr,
     dir: PathBuf,
@@ -54,7 +54,7 @@ pub struct Squid {
 
 /// One line of the access log.
 #[derive(Debug, Clone)]
-pub struct Logged {
+pub(crate) struct Logged {
     pub method: String,
     /// The absolute URL of a plain request, the authority of a `CONNECT`.
     pub target: String,
@@ -70,7 +70,7 @@ pub struct Logged {
 impl Squid {
     /// A parent that asks for credentials (any accepted) when `auth`, and knows the
     /// names `hosts` as 127.0.0.1.
-    pub fn start(auth: bool, hosts: &[&str]) -> Squid {
+    pub(crate) fn start(auth: bool, hosts: &[&str]) -> Squid {
         let dir = unique_temp_dir("squid");
         // Squid started as root runs as `proxy`, which writes the logs here.
         std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
@@ -134,7 +134,7 @@ impl Squid {
     }
 
     /// `http://[USER:PASS@]ADDR`, for `--upstream-proxy`.
-    pub fn url(&self, credentials: Option<&str>) -> String {
+    pub(crate) fn url(&self, credentials: Option<&str>) -> String {
         match credentials {
             Some(c) => format!("http://{c}@{}", self.addr),
             None => format!("http://{}", self.addr),
@@ -143,7 +143,7 @@ impl Squid {
 
     /// Every access-log line so far, but the connections that sent nothing (the
     /// readiness probe's).
-    pub fn logged(&self) -> Vec<Logged> {
+    pub(crate) fn logged(&self) -> Vec<Logged> {
         let text = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
         text.lines()
             .filter_map(parse_line)
@@ -152,7 +152,7 @@ impl Squid {
     }
 
     /// The first logged line `pred` accepts, waiting for it; panics past [`LOG_TIMEOUT`].
-    pub async fn wait_logged(&self, pred: impl Fn(&Logged) -> bool) -> Logged {
+    pub(crate) async fn wait_logged(&self, pred: impl Fn(&Logged) -> bool) -> Logged {
         let started = Instant::now();
         loop {
             if let Some(line) = self.logged().into_iter().find(&pred) {
@@ -169,7 +169,7 @@ impl Squid {
     }
 
     /// Its own output and cache log, for a failing test's message.
-    pub fn diagnostics(&self) -> String {
+    pub(crate) fn diagnostics(&self) -> String {
         let read = |name: &str| std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
         format!(
             "squid output:\n{}\ncache.log:\n{}",

@@ -18,17 +18,17 @@ use super::unique_temp_dir;
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long one client script (ssh, git over ssh) may take before the test fails.
-pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The server, with an absolute path: `sshd` re-executes itself and refuses otherwise.
 const SSHD: &str = "/usr/sbin/sshd";
 
 /// git without the system's or the user's configuration.
-pub const GIT: &str = "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git";
+pub(crate) const GIT: &str = "GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null git";
 
 /// Why the SSH tests cannot run here, if they cannot: a missing tool, or an `nc`
 /// without SOCKS5 (`-X 5` is netcat-openbsd's; netcat-traditional has no `-X`).
-pub fn skip_reason() -> Option<String> {
+pub(crate) fn skip_reason() -> Option<String> {
     if !Path::new(SSHD).is_file() {
         return Some(format!(
             "{SSHD} is not installed (apt-get install openssh-server)"
@@ -65,7 +65,7 @@ macro_rules! require_ssh {
 pub(crate) use require_ssh;
 
 /// One `sshd -D -e`; killed (by its PID) when dropped.
-pub struct Sshd {
+pub(crate) struct Sshd {
     child: Child,
     port: u16,
     dir: PathBuf,
@@ -75,7 +75,7 @@ pub struct Sshd {
 impl Sshd {
     /// Start one on 127.0.0.1 with fresh keys in a fresh directory, one `run`'s jail
     /// sees (its client key and known hosts are used inside).
-    pub fn start() -> Sshd {
+    pub(crate) fn start() -> Sshd {
         let dir = crate::run::shared_dir("sshd");
         keygen(&dir.join("host"));
         keygen(&dir.join("client"));
@@ -129,22 +129,22 @@ impl Sshd {
         }
     }
 
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.port
     }
 
     /// What sshd logged (`-e`: to standard error, kept in a file).
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("sshd.log")).unwrap_or_default()
     }
 
     /// How many TCP connections sshd has accepted (its `Connection from` lines).
-    pub fn connections(&self) -> usize {
+    pub(crate) fn connections(&self) -> usize {
         self.log().matches("Connection from ").count()
     }
 
     /// The directory it owns, for the tests' own files (repositories, clones).
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
@@ -160,7 +160,7 @@ impl Sshd {
     }
 
     /// The `ssh` command for git (`GIT_SSH_COMMAND`) through SOCKS5 at `socks`.
-    pub fn ssh_via(&self, socks: &str) -> String {
+    pub(crate) fn ssh_via(&self, socks: &str) -> String {
         format!(
             "{} -o ProxyCommand='nc -X 5 -x {socks} %h %p'",
             self.ssh_base()
@@ -169,13 +169,13 @@ impl Sshd {
 
     /// `ssh USER@HOST true` on sshd's port through SOCKS5 at `socks` (`nc -X 5` sends
     /// HOST to the proxy as a name: ssh does not resolve it when a ProxyCommand is set).
-    pub fn ssh_true_via(&self, socks: &str, host: &str) -> String {
+    pub(crate) fn ssh_true_via(&self, socks: &str, host: &str) -> String {
         self.ssh_true_with(&format!("nc -X 5 -x {socks} %h %p"), host)
     }
 
     /// `ssh USER@HOST true` with `nc 127.0.0.1 %p` as ProxyCommand: straight to sshd,
     /// no proxy, whatever HOST is. Shows the server lets this client in under that name.
-    pub fn ssh_true_direct(&self, host: &str) -> String {
+    pub(crate) fn ssh_true_direct(&self, host: &str) -> String {
         self.ssh_true_with("nc 127.0.0.1 %p", host)
     }
 
@@ -189,13 +189,13 @@ impl Sshd {
     }
 
     /// `ssh://USER@HOST:PORT/PATH`, for git.
-    pub fn url(&self, host: &str, path: &Path) -> String {
+    pub(crate) fn url(&self, host: &str, path: &Path) -> String {
         format!("ssh://{}@{host}:{}{}", self.user, self.port, path.display())
     }
 
     /// A bare repository `repo.git` in sshd's directory with one commit holding
     /// `README`; its absolute path.
-    pub fn bare_repository(&self) -> PathBuf {
+    pub(crate) fn bare_repository(&self) -> PathBuf {
         let work = self.dir.join("seed");
         let bare = self.dir.join("repo.git");
         let script = format!(
@@ -249,7 +249,7 @@ fn whoami() -> String {
 /// `script` run by `sh` on the host with no proxy in its environment, killed if it
 /// takes longer than [`CLIENT_TIMEOUT`] (with what it started). Blocking: call it from a blocking thread when
 /// the test's runtime serves something meanwhile.
-pub fn bounded_sh(script: &str) -> Output {
+pub(crate) fn bounded_sh(script: &str) -> Output {
     let dir = unique_temp_dir("sh");
     let (out, err) = (dir.join("stdout"), dir.join("stderr"));
     let mut child = Command::new("sh")

@@ -18,7 +18,7 @@ use super::http::Reader;
 use super::proxy::binary;
 
 /// A CA directory made by the real `egress-proxy ca init`.
-pub fn ca_init(dir: &Path) -> PathBuf {
+pub(crate) fn ca_init(dir: &Path) -> PathBuf {
     let ca = dir.join("ca");
     let out = std::process::Command::new(binary())
         .args(["ca", "init"])
@@ -30,12 +30,12 @@ pub fn ca_init(dir: &Path) -> PathBuf {
 }
 
 /// The CA certificate of a CA directory.
-pub fn ca_cert(ca_dir: &Path) -> CertificateDer<'static> {
+pub(crate) fn ca_cert(ca_dir: &Path) -> CertificateDer<'static> {
     CertificateDer::from_pem_file(ca_dir.join("ca.pem")).expect("read ca.pem")
 }
 
 /// `der` as a PEM file at `path`.
-pub fn write_pem(path: &Path, der: &CertificateDer<'_>) {
+pub(crate) fn write_pem(path: &Path, der: &CertificateDer<'_>) {
     let b64 = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
     let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
     for line in b64.as_bytes().chunks(64) {
@@ -47,7 +47,7 @@ pub fn write_pem(path: &Path, der: &CertificateDer<'_>) {
 }
 
 /// A TLS connection inside a `CONNECT` tunnel, for several requests.
-pub struct Inner {
+pub(crate) struct Inner {
     reader: Reader<TlsStream<TcpStream>>,
     pub host: String,
 }
@@ -55,7 +55,7 @@ pub struct Inner {
 impl Inner {
     /// `CONNECT host:port` through `proxy` (with `headers`), then TLS as `host`
     /// trusting only `trust`. Panics unless the proxy answers 200.
-    pub async fn open(
+    pub(crate) async fn open(
         proxy: SocketAddr,
         host: &str,
         port: u16,
@@ -76,12 +76,12 @@ impl Inner {
 
     /// TLS as `host` over an open tunnel, offering `http/1.1` (the requests of
     /// [`Inner::request`] are HTTP/1.1).
-    pub async fn handshake(conn: Conn, host: &str, trust: CertificateDer<'static>) -> Inner {
+    pub(crate) async fn handshake(conn: Conn, host: &str, trust: CertificateDer<'static>) -> Inner {
         Inner::handshake_offering(conn, host, trust, &[b"http/1.1"]).await
     }
 
     /// TLS as `host` over an open tunnel, offering `alpn` in that order.
-    pub async fn handshake_offering(
+    pub(crate) async fn handshake_offering(
         conn: Conn,
         host: &str,
         trust: CertificateDer<'static>,
@@ -103,7 +103,7 @@ impl Inner {
     }
 
     /// The protocol the proxy chose in the handshake (ALPN).
-    pub fn alpn(&self) -> Option<Vec<u8>> {
+    pub(crate) fn alpn(&self) -> Option<Vec<u8>> {
         self.reader
             .inner
             .get_ref()
@@ -114,7 +114,7 @@ impl Inner {
 
     /// Send `method path` with `Host: host` (or `host_header`), extra headers and a body;
     /// read the answer.
-    pub async fn request(
+    pub(crate) async fn request(
         &mut self,
         method: &str,
         path: &str,
@@ -142,7 +142,7 @@ impl Inner {
 
 /// What every interception test starts from: an HTTPS origin for `secure.test`, a CA
 /// made by `ca init`, and the origin's certificate as a PEM file for `--upstream-ca`.
-pub struct Testbed {
+pub(crate) struct Testbed {
     pub origin: super::origin::HttpsOrigin,
     pub dir: PathBuf,
     pub ca: PathBuf,
@@ -150,7 +150,7 @@ pub struct Testbed {
 }
 
 impl Testbed {
-    pub async fn start(tag: &str) -> Testbed {
+    pub(crate) async fn start(tag: &str) -> Testbed {
         let origin = super::origin::HttpsOrigin::start().await;
         let dir = super::unique_temp_dir(tag);
         let ca = ca_init(&dir);
@@ -166,7 +166,7 @@ impl Testbed {
 
     /// `builder` intercepting with this CA and trusting the origin upstream, with
     /// `secure.test` pinned to it.
-    pub fn proxy(&self, builder: super::proxy::ProxyBuilder) -> super::proxy::ProxyBuilder {
+    pub(crate) fn proxy(&self, builder: super::proxy::ProxyBuilder) -> super::proxy::ProxyBuilder {
         builder
             .pin("secure.test")
             .arg("--ca")
@@ -176,7 +176,11 @@ impl Testbed {
     }
 
     /// A TLS connection to the origin inside a `CONNECT` through `proxy`, trusting the CA.
-    pub async fn inner(&self, proxy: &super::proxy::Proxy, headers: &[(&str, &str)]) -> Inner {
+    pub(crate) async fn inner(
+        &self,
+        proxy: &super::proxy::Proxy,
+        headers: &[(&str, &str)],
+    ) -> Inner {
         let port = self.origin.port();
         Inner::open(proxy.addr, "secure.test", port, ca_cert(&self.ca), headers).await
     }

@@ -53,7 +53,7 @@ asyncio.run(main())
 "#;
 
 /// Why the WebSocket tests cannot run here, if they cannot.
-pub fn skip_reason() -> Option<String> {
+pub(crate) fn skip_reason() -> Option<String> {
     let found = Command::new("python3")
         .args([
             "-c",
@@ -76,7 +76,7 @@ macro_rules! require_websockets {
 pub(crate) use require_websockets;
 
 /// The running origin; killed (by its PID) when dropped.
-pub struct WsOrigin {
+pub(crate) struct WsOrigin {
     child: Child,
     pub port: u16,
     seen: Arc<Mutex<Seen>>,
@@ -91,12 +91,12 @@ struct Seen {
 
 impl WsOrigin {
     /// A plain (`ws://`) origin.
-    pub fn plain() -> WsOrigin {
+    pub(crate) fn plain() -> WsOrigin {
         WsOrigin::start(&[])
     }
 
     /// A `wss://` origin with the certificate and key in these PEM files.
-    pub fn tls(cert: &Path, key: &Path) -> WsOrigin {
+    pub(crate) fn tls(cert: &Path, key: &Path) -> WsOrigin {
         WsOrigin::start(&[cert.to_path_buf(), key.to_path_buf()])
     }
 
@@ -122,13 +122,13 @@ impl WsOrigin {
     }
 
     /// The target of every handshake the origin was sent, so far.
-    pub fn requests(&self) -> Vec<String> {
+    pub(crate) fn requests(&self) -> Vec<String> {
         self.seen.lock().unwrap().requests.clone()
     }
 
     /// Each closed connection's path and payload bytes received, waiting up to
     /// `within` for at least `n`.
-    pub fn closed(&self, n: usize, within: Duration) -> Vec<(String, usize)> {
+    pub(crate) fn closed(&self, n: usize, within: Duration) -> Vec<(String, usize)> {
         let started = Instant::now();
         loop {
             let closed = self.seen.lock().unwrap().closed.clone();

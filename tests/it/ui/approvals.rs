@@ -21,7 +21,7 @@ use crate::support::proxy::{Proxy, ProxyBuilder};
 const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 
 /// The proxy of the console's test, holding requests without a session too.
-pub fn serve_with_approvals(builder: ProxyBuilder) -> ProxyBuilder {
+pub(super) fn serve_with_approvals(builder: ProxyBuilder) -> ProxyBuilder {
     builder
         .arg("--approval")
         .arg("ask")
@@ -30,7 +30,7 @@ pub fn serve_with_approvals(builder: ProxyBuilder) -> ProxyBuilder {
 }
 
 /// A session body that asks instead of refusing `not_in_request_policy`.
-pub fn ask_session(mut body: Value) -> Value {
+pub(super) fn ask_session(mut body: Value) -> Value {
     body["on_deny"] = json!("ask");
     body["ask_timeout_seconds"] = json!(60);
     body
@@ -76,14 +76,19 @@ fn held_request(
 
 /// Held requests: three of `session` for `held.test` (a GET, then two POSTs with
 /// bodies on the same approval), one without a session for `other.test`.
-pub struct Held {
+pub(super) struct Held {
     in_session: Vec<JoinHandle<(String, String)>>,
     sessionless: JoinHandle<(String, String)>,
 }
 
 /// Hold the two requests and see both pending on the page, each with the decisions it
 /// can take: no "allow for session" without a session.
-pub async fn hold(browser: &mut Browser, proxy: &Proxy, origin: &Origin, session: &Value) -> Held {
+pub(super) async fn hold(
+    browser: &mut Browser,
+    proxy: &Proxy,
+    origin: &Origin,
+    session: &Value,
+) -> Held {
     let id = session["id"].as_str().unwrap();
     let auth = basic(id, session["token"].as_str().unwrap());
     let in_session = held_get(proxy, &url("held.test", origin, "/held?x=1"), Some(auth));
@@ -142,7 +147,7 @@ pub async fn hold(browser: &mut Browser, proxy: &Proxy, origin: &Origin, session
 
 /// Allow the session's request once and deny the other, from the page: the first is
 /// answered by the origin, the second refused, and its refusal arrives as a denial.
-pub async fn decide(browser: &mut Browser, origin: &Origin, held: Held) {
+pub(super) async fn decide(browser: &mut Browser, origin: &Origin, held: Held) {
     let hits = origin.hits();
     let done = browser.call(json!({"do": "decide", "host": "held.test", "decision": "allow-once"}));
     let port = origin.port();

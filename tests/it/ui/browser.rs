@@ -30,7 +30,7 @@ fn on_path(names: &[&str]) -> Option<PathBuf> {
 }
 
 /// The browser and its driver, or why the test cannot run here.
-pub fn tools() -> Result<(PathBuf, PathBuf), String> {
+pub(super) fn tools() -> Result<(PathBuf, PathBuf), String> {
     let chromium = on_path(&["chromium", "chromium-browser"])
         .ok_or("chromium is not installed (apt-get install chromium)")?;
     let driver = on_path(&["chromedriver"])
@@ -61,14 +61,14 @@ pub(crate) use require_browser;
 
 /// The running driver. Dropping it closes its stdin, on which it quits the browser;
 /// it is killed (by its PID) only if it has not exited within 15 s.
-pub struct Browser {
+pub(super) struct Browser {
     child: Child,
     stdin: Option<ChildStdin>,
     answers: mpsc::Receiver<String>,
 }
 
 impl Browser {
-    pub fn start((chromium, driver): &(PathBuf, PathBuf)) -> Browser {
+    pub(super) fn start((chromium, driver): &(PathBuf, PathBuf)) -> Browser {
         let mut child = Command::new("python3")
             .arg(DRIVER)
             .arg(chromium)
@@ -112,7 +112,7 @@ impl Browser {
 
     /// Run one command (see driver.py); panics, with the driver's error, unless it
     /// succeeds. Blocking: the proxy and the origins run in their own tasks meanwhile.
-    pub fn call(&mut self, command: Value) -> Value {
+    pub(super) fn call(&mut self, command: Value) -> Value {
         let stdin = self.stdin.as_mut().expect("the driver's stdin");
         writeln!(stdin, "{command}").expect("write to the driver");
         stdin.flush().unwrap();
@@ -127,7 +127,7 @@ impl Browser {
 
     /// What the browser logged since the last call of this (its console, and the
     /// network errors it reports there), as `(level, message)`.
-    pub fn logs(&mut self) -> Vec<(String, String)> {
+    pub(super) fn logs(&mut self) -> Vec<(String, String)> {
         let answer = self.call(json!({"do": "logs"}));
         let entries = answer["entries"].as_array().cloned().unwrap_or_default();
         entries
@@ -140,7 +140,7 @@ impl Browser {
     }
 
     /// A script's value in the page (`return ...;`).
-    pub fn js(&mut self, code: &str) -> Value {
+    pub(super) fn js(&mut self, code: &str) -> Value {
         self.call(json!({"do": "js", "code": code}))["value"].clone()
     }
 }

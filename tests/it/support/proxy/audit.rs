@@ -7,18 +7,18 @@ use serde_json::Value;
 use super::Proxy;
 
 /// How long a record may take to reach the audit file (docs/reference/audit-log.md says 1 s).
-pub const AUDIT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const AUDIT_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long to wait after the expected records for unexpected extra ones.
-pub const QUIET_PERIOD: Duration = Duration::from_millis(300);
+pub(crate) const QUIET_PERIOD: Duration = Duration::from_millis(300);
 
 impl Proxy {
     /// The audit file's text ("" while it does not exist).
-    pub fn audit_text(&self) -> String {
+    pub(crate) fn audit_text(&self) -> String {
         std::fs::read_to_string(&self.audit_path).unwrap_or_default()
     }
 
     /// Proxy stderr and audit file, for failure messages.
-    pub fn diagnostics(&self) -> String {
+    pub(crate) fn diagnostics(&self) -> String {
         format!(
             "--- proxy stderr ---\n{}\n--- audit log {} ---\n{}",
             self.stderr(),
@@ -28,7 +28,7 @@ impl Proxy {
     }
 
     /// Every complete audit line, parsed. Panics on a line that is not JSON.
-    pub fn audit_lines(&self) -> Vec<Value> {
+    pub(crate) fn audit_lines(&self) -> Vec<Value> {
         let text = self.audit_text();
         let mut lines: Vec<&str> = text.split('\n').collect();
         // The last piece is either "" or a line still being written.
@@ -48,13 +48,17 @@ impl Proxy {
     }
 
     /// Wait for the first `egress.allowed` record (needs `audit_allowed`); returns it.
-    pub async fn allowed_record(&self) -> Value {
+    pub(crate) async fn allowed_record(&self) -> Value {
         self.wait_audit(|r| r["event"] == "egress.allowed", AUDIT_TIMEOUT)
             .await
     }
 
     /// Wait until a record matches `pred`; returns it. Panics after `timeout`.
-    pub async fn wait_audit(&self, pred: impl Fn(&Value) -> bool, timeout: Duration) -> Value {
+    pub(crate) async fn wait_audit(
+        &self,
+        pred: impl Fn(&Value) -> bool,
+        timeout: Duration,
+    ) -> Value {
         let started = Instant::now();
         loop {
             if let Some(found) = self.audit_lines().into_iter().find(|v| pred(v)) {
@@ -72,7 +76,7 @@ impl Proxy {
 
     /// Wait until the log holds `n` records, then a quiet period, and assert that
     /// exactly `n` are there. Returns them.
-    pub async fn expect_audit_count(&self, n: usize) -> Vec<Value> {
+    pub(crate) async fn expect_audit_count(&self, n: usize) -> Vec<Value> {
         let started = Instant::now();
         while self.audit_lines().len() < n {
             if started.elapsed() > AUDIT_TIMEOUT {
@@ -96,7 +100,7 @@ impl Proxy {
     }
 
     /// Wait for exactly one record in the whole log and return it.
-    pub async fn single_audit(&self) -> Value {
+    pub(crate) async fn single_audit(&self) -> Value {
         self.expect_audit_count(1).await.remove(0)
     }
 }

@@ -12,7 +12,7 @@ use super::{binary, configure_env, Proxy, START_TIMEOUT};
 use crate::support::unique_temp_dir;
 
 /// Builder for one proxy process.
-pub struct ProxyBuilder {
+pub(crate) struct ProxyBuilder {
     org: String,
     policy: Option<String>,
     pins: Vec<(String, String)>,
@@ -36,14 +36,14 @@ impl ProxyBuilder {
     /// The usual proxy of these tests: the organization allows `allowed.test` on the
     /// origin's port with loopback opened (`Org::standard`), the proxy-level policy
     /// allows `allowed.test`, and the name is pinned to 127.0.0.1.
-    pub fn standard(origin_port: u16) -> ProxyBuilder {
+    pub(crate) fn standard(origin_port: u16) -> ProxyBuilder {
         ProxyBuilder::new(crate::support::org::Org::standard(origin_port).to_toml())
             .policy(crate::support::org::allowlist_json(&["allowed.test"]))
             .pin("allowed.test")
     }
 
     /// `org` is the organization policy TOML text.
-    pub fn new(org: impl Into<String>) -> ProxyBuilder {
+    pub(crate) fn new(org: impl Into<String>) -> ProxyBuilder {
         ProxyBuilder {
             org: org.into(),
             policy: None,
@@ -61,83 +61,83 @@ impl ProxyBuilder {
     }
 
     /// The proxy's own log at `filter` (`EGRESS_PROXY_LOG`), e.g. `debug`.
-    pub fn log(mut self, filter: &str) -> Self {
+    pub(crate) fn log(mut self, filter: &str) -> Self {
         self.log = Some(filter.to_string());
         self
     }
 
     /// `--org PATH`: the file the test made, instead of one written from the org text.
-    pub fn org_file(mut self, path: impl Into<PathBuf>) -> Self {
+    pub(crate) fn org_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.org_at = Some(path.into());
         self
     }
 
     /// Start the proxy through `command`, which must exec it in place (`prlimit ...`).
-    pub fn run_under(mut self, command: &[&str]) -> Self {
+    pub(crate) fn run_under(mut self, command: &[&str]) -> Self {
         self.run_under = command.iter().map(|s| s.to_string()).collect();
         self
     }
 
     /// `--audit-log PATH` (`/dev/full`, or a file on a filesystem the test mounted).
-    pub fn audit_log(mut self, path: impl Into<PathBuf>) -> Self {
+    pub(crate) fn audit_log(mut self, path: impl Into<PathBuf>) -> Self {
         self.audit_at = Some(path.into());
         self
     }
 
     /// The admin API on `127.0.0.1:0` with this bearer token (written to a file).
-    pub fn admin(mut self, token: &str) -> Self {
+    pub(crate) fn admin(mut self, token: &str) -> Self {
         self.admin = Some(Some(token.to_string()));
         self
     }
 
     /// The admin API on `127.0.0.1:0` without a token file (loopback only).
-    pub fn admin_without_token(mut self) -> Self {
+    pub(crate) fn admin_without_token(mut self) -> Self {
         self.admin = Some(None);
         self
     }
 
     /// `--policy` with this request policy JSON.
-    pub fn policy(mut self, json: impl Into<String>) -> Self {
+    pub(crate) fn policy(mut self, json: impl Into<String>) -> Self {
         self.policy = Some(json.into());
         self
     }
 
     /// `--resolve NAME=127.0.0.1`.
-    pub fn pin(self, name: &str) -> Self {
+    pub(crate) fn pin(self, name: &str) -> Self {
         self.pin_to(name, "127.0.0.1")
     }
 
-    pub fn pin_to(mut self, name: &str, ip: &str) -> Self {
+    pub(crate) fn pin_to(mut self, name: &str, ip: &str) -> Self {
         self.pins.push((name.to_string(), ip.to_string()));
         self
     }
 
     /// `--dns-server ADDR`.
-    pub fn dns_server(mut self, addr: SocketAddr) -> Self {
+    pub(crate) fn dns_server(mut self, addr: SocketAddr) -> Self {
         self.dns = Some(addr);
         self
     }
 
     /// `--audit-allowed`.
-    pub fn audit_allowed(mut self) -> Self {
+    pub(crate) fn audit_allowed(mut self) -> Self {
         self.audit_allowed = true;
         self
     }
 
     /// `--listen ADDR` instead of `127.0.0.1:0`, for tests that must write the proxy's
     /// own port into its org file (see [`free_port`]). Loopback addresses only.
-    pub fn listen(mut self, addr: SocketAddr) -> Self {
+    pub(crate) fn listen(mut self, addr: SocketAddr) -> Self {
         assert!(addr.ip().is_loopback(), "test bug: listen on loopback only");
         self.listen = Some(addr);
         self
     }
 
-    pub fn arg(mut self, arg: &str) -> Self {
+    pub(crate) fn arg(mut self, arg: &str) -> Self {
         self.args.push(arg.to_string());
         self
     }
 
-    pub async fn start(self) -> Proxy {
+    pub(crate) async fn start(self) -> Proxy {
         assert!(
             !self.pins.is_empty() || self.dns.is_some(),
             "test bug: a proxy needs --resolve pins or --dns-server, never the system resolver"

@@ -18,24 +18,24 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
-pub use audit::{AUDIT_TIMEOUT, QUIET_PERIOD};
-pub use builder::ProxyBuilder;
-pub use process::{run_expect_exit, Proxy};
-pub use stderr::parse_listening;
+pub(crate) use audit::{AUDIT_TIMEOUT, QUIET_PERIOD};
+pub(crate) use builder::ProxyBuilder;
+pub(crate) use process::{run_expect_exit, Proxy};
+pub(crate) use stderr::parse_listening;
 
 /// How long the proxy may take to print its listening address.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The binary under test: this crate's, or `EGRESS_PROXY_BIN` when set (to run
 /// these tests against another build of the proxy).
-pub fn binary() -> String {
+pub(crate) fn binary() -> String {
     std::env::var("EGRESS_PROXY_BIN")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_egress-proxy").to_string())
 }
 
 /// A loopback port that was free a moment ago (bound, then released), for a proxy
 /// whose org file must name its own port before it starts.
-pub fn free_port(ip: std::net::IpAddr) -> SocketAddr {
+pub(crate) fn free_port(ip: std::net::IpAddr) -> SocketAddr {
     let listener = std::net::TcpListener::bind((ip, 0)).expect("bind a free port");
     listener.local_addr().expect("free port addr")
 }

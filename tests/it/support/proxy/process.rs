@@ -12,7 +12,7 @@ use super::stderr::drain_stderr;
 use super::{binary, configure_env, START_TIMEOUT};
 
 /// A running proxy.
-pub struct Proxy {
+pub(crate) struct Proxy {
     pub addr: SocketAddr,
     pub audit_path: PathBuf,
     pub dir: PathBuf,
@@ -24,24 +24,24 @@ pub struct Proxy {
 
 impl Proxy {
     /// The admin API client; panics when the proxy has none.
-    pub fn admin(&self) -> &crate::support::admin::AdminClient {
+    pub(crate) fn admin(&self) -> &crate::support::admin::AdminClient {
         self.admin
             .as_ref()
             .expect("test bug: the proxy has no admin API")
     }
 
     /// The organization file the proxy was started with (rewrite it, then reload).
-    pub fn org_path(&self) -> PathBuf {
+    pub(crate) fn org_path(&self) -> PathBuf {
         self.dir.join("org.toml")
     }
 
     /// Send SIGHUP (reload the policies).
-    pub fn hup(&self) {
+    pub(crate) fn hup(&self) {
         self.signal("HUP");
     }
 
     /// Send the signal `name` (`HUP`, `USR1`, ...) to the proxy.
-    pub fn signal(&self, name: &str) {
+    pub(crate) fn signal(&self, name: &str) {
         let pid = self.pid().to_string();
         let sent = Command::new("kill")
             .arg(format!("-{name}"))
@@ -51,13 +51,13 @@ impl Proxy {
         assert!(sent.success(), "kill -{name} {pid} failed");
     }
 
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 
     /// Whether stderr shows `needle` within `limit` (a reader thread copies it in, so a
     /// line the proxy just wrote may not be there yet).
-    pub async fn stderr_shows(&self, needle: &str, limit: Duration) -> bool {
+    pub(crate) async fn stderr_shows(&self, needle: &str, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         loop {
             if self.stderr().contains(needle) {
@@ -71,18 +71,18 @@ impl Proxy {
     }
 
     /// The child's process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().expect("child").id()
     }
 
     /// Send SIGTERM and wait (bounded) for the exit status.
-    pub async fn terminate(&mut self) -> ExitStatus {
+    pub(crate) async fn terminate(&mut self) -> ExitStatus {
         self.send_term();
         self.wait_exit().await
     }
 
     /// Send SIGTERM, without waiting.
-    pub fn send_term(&self) {
+    pub(crate) fn send_term(&self) {
         let pid = self.pid().to_string();
         let sent = Command::new("kill")
             .arg("-TERM")
@@ -93,7 +93,7 @@ impl Proxy {
     }
 
     /// Wait (at most 10 s) for the process to exit; panics if it does not.
-    pub async fn wait_exit(&mut self) -> ExitStatus {
+    pub(crate) async fn wait_exit(&mut self) -> ExitStatus {
         let started = Instant::now();
         loop {
             let child = self.child.as_mut().expect("child");
@@ -131,7 +131,7 @@ impl Drop for Proxy {
 
 /// Run the binary with `args` where it is expected to exit on its own (a bad
 /// start); returns the exit code and stderr. Panics if it runs over 20 s.
-pub fn run_expect_exit(args: &[&str]) -> (Option<i32>, String) {
+pub(crate) fn run_expect_exit(args: &[&str]) -> (Option<i32>, String) {
     let mut cmd = Command::new(binary());
     cmd.args(args);
     configure_env(&mut cmd);

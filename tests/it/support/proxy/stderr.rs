@@ -34,7 +34,7 @@ pub(super) fn drain_stderr(
 }
 
 /// The address after `listening on `, up to whitespace or quoting punctuation.
-pub fn parse_listening(line: &str) -> Option<SocketAddr> {
+pub(crate) fn parse_listening(line: &str) -> Option<SocketAddr> {
     let rest = &line[line.find("listening on ")? + "listening on ".len()..];
     let token: String = rest
         .trim_start_matches(['"', '`', '\''])
