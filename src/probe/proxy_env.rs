@@ -67,29 +67,12 @@ pub(super) fn parse(value: &str) -> Option<ProxyVar> {
     let authorization = match userinfo {
         None => None,
         Some(userinfo) => {
-            let decoded = percent_decode(userinfo)?;
+            let decoded = crate::net::percent_decode(userinfo)?;
             let b64 = base64::engine::general_purpose::STANDARD.encode(decoded);
             Some(format!("Basic {b64}"))
         }
     };
     Some(ProxyVar { url, authorization })
-}
-
-fn percent_decode(s: &str) -> Option<Vec<u8>> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    Some(out)
 }
 
 #[cfg(test)]
