@@ -56,6 +56,8 @@
 //!   or Redis shared by replicas): credentials (`Proxy-Authorization: Basic`), idle
 //!   expiry, and the signal that closes a session's tunnels when it ends.
 //! - `metrics`: the Prometheus metrics, counted on the request path without locks.
+//! - `otlp`: the OpenTelemetry export (`--otlp-endpoint`): the audit log's lines as logs,
+//!   judged requests as spans, `/metrics` as metrics, over OTLP/HTTP.
 //! - [`serve`]: `serve` start-up: loading policies, binding (proxy and admin listeners),
 //!   SIGHUP, shutdown and flush.
 //! - [`run`]: `run` (a command in a network namespace whose only way out is the proxy:
@@ -102,6 +104,7 @@ pub mod lint;
 pub(crate) mod load;
 pub(crate) mod metrics;
 pub(crate) mod net;
+pub(crate) mod otlp;
 /// The pure policy core, a crate of its own (`crates/policy/`, `egress-policy`) so the
 /// compiler keeps it free of I/O: re-exported here under the name every module uses.
 pub use egress_policy as policy;

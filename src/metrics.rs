@@ -94,6 +94,8 @@ pub(crate) struct Metrics {
     /// Serialises bringing the audit counters up to date before an encode.
     audit_sync: Mutex<()>,
     pub first_byte: Histogram,
+    /// What the OpenTelemetry export could not deliver, by `signal`.
+    otlp_dropped: Family<[(&'static str, &'static str); 1], Counter>,
 }
 
 impl Default for Metrics {
@@ -140,6 +142,7 @@ impl Metrics {
             audit_sync: Mutex::new(()),
             // 1 ms to about 33 s.
             first_byte: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            otlp_dropped: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -251,6 +254,14 @@ impl Metrics {
             "From an allow decision to the first byte from upstream (plain HTTP) or the tunnel's upstream connection",
             m.first_byte.clone(),
         );
+        for signal in ["logs", "traces", "metrics"] {
+            drop(m.otlp_dropped.get_or_create(&[("signal", signal)]));
+        }
+        r.register(
+            "egress_otlp_dropped",
+            "What the OpenTelemetry export dropped, by signal: audit records (logs: the export queue was full or their batch could not be delivered), spans, metric points",
+            m.otlp_dropped.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -276,6 +287,14 @@ impl Metrics {
             Outcome::Denied(r) => d.denied[r as usize].inc(),
             Outcome::WouldDeny(r) => d.would_deny[r as usize].inc(),
         };
+    }
+
+    /// The counter of what the OpenTelemetry export dropped of `signal` (`logs`,
+    /// `traces` or `metrics`).
+    pub(crate) fn otlp_dropped(&self, signal: &'static str) -> Counter {
+        self.otlp_dropped
+            .get_or_create(&[("signal", signal)])
+            .clone()
     }
 
     pub(crate) fn observe_first_byte(&self, elapsed: Duration) {

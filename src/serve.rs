@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, UdpSocket};
 
 use crate::admin::{self, reload::Reloader, Admin};
-use crate::audit::{AuditLog, AuditOptions};
+use crate::audit::{AuditLog, AuditOptions, ExportQueue};
 use crate::config::SessionStoreConfig;
 use crate::config::{AdminConfig, CaSource, ServeConfig};
 use crate::judgement::approvals::Approvals;
@@ -18,6 +18,7 @@ use crate::load::{self, LoadError};
 use crate::metrics::Metrics;
 use crate::net::resolve::Resolver;
 use crate::net::synthetic::SyntheticNames;
+use crate::otlp::Exporter;
 use crate::session::{redis_store::RedisStore, Leases, MemoryStore, Store};
 use crate::workers::{self, Kind, Server};
 
@@ -127,6 +128,9 @@ pub struct Listeners {
     /// The DNS listener: UDP and TCP, normally on one address.
     pub dns: Option<(UdpSocket, TcpListener)>,
 }
+
+/// The longest the OpenTelemetry export is waited for at shutdown.
+const EXPORT_AT_EXIT: Duration = Duration::from_secs(5);
 
 /// How many times a DNS listener on port 0 tries for a port free for both UDP and TCP.
 const DNS_BIND_TRIES: usize = 16;
@@ -251,10 +255,20 @@ pub async fn serve_with(
         None => None,
     };
     let listener = listeners.proxy;
+    let metrics = Arc::new(Metrics::new());
+    // The export queue is the audit writer's to fill, the exporter's to drain.
+    let (export, exported) = match &args.otlp {
+        Some(_) => {
+            let (queue, rx) = ExportQueue::new(metrics.otlp_dropped("logs"));
+            (Some(queue), Some(rx))
+        }
+        None => (None, None),
+    };
     let audit_options = AuditOptions {
         on_failure: args.audit_failure,
         format: args.audit_format,
         signer: args.audit_signing_key.clone(),
+        export,
     };
     let (audit, writer) = AuditLog::open_with(&args.audit_log, audit_options)
         .await
@@ -277,7 +291,15 @@ pub async fn serve_with(
             eprintln!("egress-proxy: warning: the parent proxy resolves names itself, so a rebinding DNS answer can take it to an address this proxy would refuse; --upstream-proxy-by-address sends it the checked address instead");
         }
     }
-    let metrics = Arc::new(Metrics::new());
+    let exporter = match (&args.otlp, exported) {
+        (Some(otlp), Some(rx)) => {
+            let (m, a) = (metrics.clone(), audit.clone());
+            let text = Box::new(move || m.encode(a.lines_written(), a.lines_lost(), a.failing()));
+            let exporter = Exporter::new(otlp.clone(), rx, &metrics, text);
+            Some(tokio::spawn(exporter.run()))
+        }
+        _ => None,
+    };
     let mut listeners = vec![local];
     listeners.extend(admin_listener.as_ref().map(|(_, addr)| *addr));
     listeners.extend(transparent.as_ref().map(|(_, addr)| *addr));
@@ -303,6 +325,7 @@ pub async fn serve_with(
         resolver,
         audit,
         audit_allowed: args.audit_allowed,
+        traced: args.otlp.is_some(),
         own,
         tunnels: TunnelCounts::new(args.max_tunnels_per_client),
         pending: crate::judgement::pending::PendingCounts::new(args.limits.max_pending_per_client),
@@ -383,6 +406,16 @@ pub async fn serve_with(
         Ok(Ok(Err(e))) => tracing::error!(error = %e, "audit log write failed"),
         Ok(Err(e)) => tracing::error!(error = %e, "audit writer failed"),
         Err(_) => tracing::error!("audit writer did not finish within 10 s"),
+    }
+    if let Some(exporter) = exporter {
+        // What the writer handed on is sent, within a bound: a collector that is down
+        // does not hold the exit up.
+        if tokio::time::timeout(EXPORT_AT_EXIT, exporter)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the OTLP export did not finish in time; the rest is not sent");
+        }
     }
     Ok(())
 }

@@ -53,8 +53,9 @@ impl Batch {
         Some(self.seal(start, chain, false))
     }
 
-    /// Add an `audit.checkpoint` line signed by `chain`'s key.
-    pub(super) fn push_checkpoint(&mut self, chain: &mut Chain) {
+    /// Add an `audit.checkpoint` line signed by `chain`'s key; returns its index in the
+    /// batch.
+    pub(super) fn push_checkpoint(&mut self, chain: &mut Chain) -> usize {
         let start = self.bytes.len();
         let ts = super::now_rfc3339();
         let key = chain.key_id().unwrap_or_default().to_string();
@@ -66,7 +67,7 @@ impl Batch {
             }
             Format::Ocsf => super::ocsf::write_checkpoint_body(&mut self.bytes, &ts, &key),
         }
-        self.seal(start, chain, true);
+        self.seal(start, chain, true)
     }
 
     fn seal(&mut self, start: usize, chain: &mut Chain, checkpoint: bool) -> usize {

@@ -4,7 +4,9 @@
 //! `--audit-allowed`): the record ([`Record`]), its time format and request ids here;
 //! the queue and the task that writes the file in [`writer`]; the chain of `seq` and
 //! `prev` every line carries, and its signed checkpoints, in [`chain`] and [`keys`]; a
-//! record as an OCSF event (`--audit-format ocsf`), and back, in [`ocsf`].
+//! record as an OCSF event (`--audit-format ocsf`), and back, in [`ocsf`]; each line as
+//! written, for the OpenTelemetry export, in [`export`], with what it needs beyond the
+//! record in [`trace`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -15,12 +17,16 @@ use time::{OffsetDateTime, PrimitiveDateTime};
 
 mod batch;
 pub(crate) mod chain;
+mod export;
 pub(crate) mod keys;
 mod live;
 pub(crate) mod ocsf;
+mod trace;
 mod writer;
 pub(crate) use chain::Format;
+pub(crate) use export::{ExportQueue, Written};
 pub(crate) use live::LiveRecord;
+pub(crate) use trace::Trace;
 pub(crate) use writer::{AuditLog, AuditOptions, OnFailure};
 
 /// Longest query string kept in `url`, in bytes.
@@ -83,6 +89,10 @@ pub(crate) struct Record {
     /// How it was decided: `allow-once`, `allow-session`, `deny` or `expired`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<&'static str>,
+    /// The request's start and its client's `traceparent`, for the OpenTelemetry
+    /// export only: never written (docs/reference/opentelemetry.md).
+    #[serde(skip)]
+    pub trace: Option<Trace>,
 }
 
 /// The listener an attempt came through: the audit record's `via`.
@@ -134,6 +144,7 @@ impl Record {
             via: Via::Proxy,
             approval_id: None,
             decision: None,
+            trace: None,
         }
     }
 }

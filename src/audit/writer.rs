@@ -38,6 +38,7 @@ use tokio::time::Instant;
 
 use super::batch::{open_at_tail, stdout_file, write_from, Batch};
 use super::chain::{Chain, Format, CHECKPOINT_INTERVAL};
+use super::export::{ExportQueue, Outbox};
 use super::keys::Signer;
 use super::live::{Live, LiveRecord};
 use super::Record;
@@ -69,6 +70,8 @@ pub(crate) struct AuditOptions {
     pub format: Format,
     /// Signs a checkpoint every 1,000 records, every 60 s and at shutdown.
     pub signer: Option<Arc<Signer>>,
+    /// `--otlp-endpoint`: each line, once written, offered to the exporter.
+    pub export: Option<ExportQueue>,
 }
 
 /// What the handles and the writer share.
@@ -148,7 +151,7 @@ impl AuditLog {
             shared,
             batch: Batch::default(),
             chain,
-            unpublished: Vec::new(),
+            outbox: Outbox::new(options.export),
             closing: false,
         };
         Ok((log, writer))
@@ -246,9 +249,9 @@ pub(crate) struct AuditWriter {
     shared: Arc<Shared>,
     batch: Batch,
     chain: Chain,
-    /// The batch's records readers are waiting for (`event`, `session`, the line's index
-    /// in the batch): published once the file holds them, never before.
-    unpublished: Vec<(&'static str, Option<String>, usize)>,
+    /// The batch's records readers and the exporter wait for: handed on once the file
+    /// holds them, never before.
+    outbox: Outbox,
     closing: bool,
 }
 
@@ -276,26 +279,28 @@ impl AuditWriter {
                     continue;
                 }
                 rec = self.rx.recv() => match rec {
-                    Some(rec) => self.take(&rec),
+                    Some(rec) => self.take(rec),
                     None => break,
                 },
                 _ = tokio::time::sleep_until(checkpoint_at), if self.chain.signs() => {
                     checkpoint_at = Instant::now() + CHECKPOINT_INTERVAL;
                     if self.chain.unsigned() > 0 {
-                        self.batch.push_checkpoint(&mut self.chain);
+                        let line = self.batch.push_checkpoint(&mut self.chain);
+                        self.outbox.note_checkpoint(line);
                     }
                 }
             }
             while self.batch.lines < MAX_BATCH as u64 {
                 match self.rx.try_recv() {
-                    Ok(rec) => self.take(&rec),
+                    Ok(rec) => self.take(rec),
                     Err(_) => break,
                 }
             }
             self.write_batch().await;
         }
         if self.chain.unsigned() > 0 {
-            self.batch.push_checkpoint(&mut self.chain);
+            let line = self.batch.push_checkpoint(&mut self.chain);
+            self.outbox.note_checkpoint(line);
         }
         self.write_batch().await;
         let sink = self
@@ -310,30 +315,22 @@ impl AuditWriter {
         Ok(self.shared.written.load(Ordering::Relaxed))
     }
 
-    /// Add `rec` to the batch and, when anyone listens, note its line for publishing
-    /// once it is written.
-    fn take(&mut self, rec: &Record) {
-        let line = self.batch.push(rec, &mut self.chain);
-        if let Some(line) = line.filter(|_| self.shared.live.listened()) {
-            let session = rec.session.clone();
-            self.unpublished.push((rec.event, session, line));
+    /// Add `rec` to the batch and, when anyone listens or exports, note its line for
+    /// handing on once it is written.
+    fn take(&mut self, rec: Box<Record>) {
+        if let Some(line) = self.batch.push(&rec, &mut self.chain) {
+            self.outbox.note(&self.shared.live, rec, line);
         }
         if self.chain.checkpoint_due() {
-            self.batch.push_checkpoint(&mut self.chain);
+            let line = self.batch.push_checkpoint(&mut self.chain);
+            self.outbox.note_checkpoint(line);
         }
     }
 
-    /// Publish the noted lines that lie within the first `written` bytes of the batch
+    /// Hand on the noted lines that lie within the first `written` bytes of the batch
     /// (the file holds those), and forget the rest with the batch.
     fn publish_written(&mut self, written: usize) {
-        for (event, session, line) in self.unpublished.drain(..) {
-            let range = self.batch.line(line);
-            if range.end <= written {
-                self.shared
-                    .live
-                    .publish(event, session, &self.batch.bytes[range]);
-            }
-        }
+        self.outbox.hand_on(&self.shared.live, &self.batch, written);
     }
 
     /// Write the batch, trying again after a failure until it is written (or, with

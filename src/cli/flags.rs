@@ -50,6 +50,19 @@ pub struct AuditFlags {
     /// Each record as the proxy's own JSON object, or as an OCSF 1.5 event.
     #[arg(long, value_enum, default_value_t = AuditFormat::Json)]
     pub audit_format: AuditFormat,
+
+    /// Export over OTLP/HTTP (protobuf) to this collector: the audit records as logs,
+    /// judged requests as spans, the metrics (URL/v1/logs, /v1/traces, /v1/metrics).
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
+    /// A header sent with every export, for the collector's auth (repeatable).
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub otlp_header: Vec<String>,
+
+    /// Seconds between two exports of the metrics.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    pub otlp_interval: f64,
 }
 
 /// `--audit-format`.

@@ -16,6 +16,7 @@ use crate::dlp::Canary;
 use crate::judgement::Limits;
 use crate::load;
 use crate::net::parent::{NoProxy, Parent};
+use crate::otlp::{Endpoint, OtlpConfig};
 use crate::session::MAX_ASK_SECS;
 
 /// The admin API's listener and where its token comes from.
@@ -70,6 +71,8 @@ pub struct ServeConfig {
     pub audit_allowed: bool,
     pub audit_failure: OnFailure,
     pub audit_format: Format,
+    /// `--otlp-endpoint` and its flags: the OpenTelemetry export.
+    pub(crate) otlp: Option<OtlpConfig>,
     /// `--audit-signing-key`, read at start, and its file (`run` hides it from CMD).
     pub audit_signing_key: Option<Arc<Signer>>,
     pub audit_signing_key_file: Option<PathBuf>,
@@ -151,6 +154,7 @@ impl ServeConfig {
         let dns_timeout = seconds("--dns-timeout", limits.dns_timeout)?;
         let max_tunnels_per_client =
             at_least("--max-tunnels-per-client", limits.max_tunnels_per_client, 1)?;
+        let otlp = otlp_config(&audit)?;
         let mut config = ServeConfig {
             org: policy.org.path,
             policy: policy.policy,
@@ -171,6 +175,7 @@ impl ServeConfig {
                 .map_err(|e| flag("--audit-signing-key", e.to_string()))?
                 .map(Arc::new),
             audit_signing_key_file: audit.audit_signing_key,
+            otlp,
             pins,
             dns_server: dns.dns_server,
             dns_timeout,
@@ -332,5 +337,42 @@ fn admin_config(
         listen,
         token_file: args.admin_token_file,
         hosts,
+    }))
+}
+
+/// `--otlp-endpoint URL`, `--otlp-header NAME=VALUE`, `--otlp-interval SECS`; the header
+/// and interval flags mean nothing without an endpoint.
+fn otlp_config(audit: &AuditFlags) -> Result<Option<OtlpConfig>, ConfigError> {
+    let interval = seconds("--otlp-interval", audit.otlp_interval)?;
+    let Some(url) = &audit.otlp_endpoint else {
+        if !audit.otlp_header.is_empty() {
+            return Err(flag("--otlp-header", "needs --otlp-endpoint"));
+        }
+        return Ok(None);
+    };
+    let endpoint = Endpoint::parse(url).map_err(|e| flag("--otlp-endpoint", e))?;
+    let headers = audit
+        .otlp_header
+        .iter()
+        .map(|h| {
+            let (name, value) = h
+                .split_once('=')
+                .ok_or_else(|| flag("--otlp-header", "give NAME=VALUE"))?;
+            let name = hyper::header::HeaderName::from_bytes(name.trim().as_bytes())
+                .map_err(|_| flag("--otlp-header", format!("{name:?} is not a header name")))?;
+            // The value is a credential: never quoted back.
+            let value = hyper::header::HeaderValue::from_str(value).map_err(|_| {
+                flag(
+                    "--otlp-header",
+                    format!("the value of {name} is not a header value"),
+                )
+            })?;
+            Ok((name, value))
+        })
+        .collect::<Result<_, ConfigError>>()?;
+    Ok(Some(OtlpConfig {
+        endpoint,
+        headers,
+        interval,
     }))
 }

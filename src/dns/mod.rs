@@ -264,7 +264,11 @@ impl Listener {
         };
         let Answer { message, judged } = answer(bytes, &ask);
         let metrics = &state.metrics;
-        let client = || Client::new(peer, Asked::Dns).via(Via::Dns);
+        let client = || {
+            Client::new(peer, Asked::Dns)
+                .via(Via::Dns)
+                .traced(state, None)
+        };
         let record = match judged {
             Settled::Allowed => {
                 metrics.dns_query(Outcome::Allowed);

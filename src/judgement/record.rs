@@ -11,7 +11,7 @@ use super::ask::Method;
 use super::refusal::{Refusal, Stop};
 use super::relayed::Relayed;
 use super::state::State;
-use crate::audit::{clip_url, new_request_id, Record, Via};
+use crate::audit::{clip_url, new_request_id, Record, Trace, Via};
 use crate::metrics::Outcome;
 use crate::policy::{Level, Target, Verdict};
 
@@ -50,6 +50,9 @@ pub(crate) struct Client {
     pub via: Via,
     /// The intercepted tunnel it was read inside, whose record sums its bytes.
     pub within: Option<Relayed>,
+    /// Its start and the client's `traceparent`, read only for the OpenTelemetry
+    /// export ([`State::traced`]).
+    pub trace: Option<Trace>,
 }
 
 impl Client {
@@ -61,7 +64,17 @@ impl Client {
             asked,
             via: Via::Proxy,
             within: None,
+            trace: None,
         }
+    }
+
+    /// The same, traced from now under the request's `traceparent` header when
+    /// `state` exports traces.
+    pub(crate) fn traced(mut self, state: &State, traceparent: Option<&[u8]>) -> Client {
+        if state.traced {
+            self.trace = Some(Trace::starting(traceparent));
+        }
+        self
     }
 
     /// The same, through another listener.
@@ -315,6 +328,7 @@ fn record(event: &'static str, client: &Client, host: String, port: Option<u16>)
         port,
     );
     rec.via = client.via;
+    rec.trace = client.trace;
     rec
 }
 

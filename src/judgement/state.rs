@@ -52,6 +52,8 @@ pub(crate) struct State {
     pub resolver: Resolver,
     pub audit: AuditLog,
     pub audit_allowed: bool,
+    /// `--otlp-endpoint`: requests carry their start and `traceparent` to their record.
+    pub traced: bool,
     /// The proxy's own listening addresses, always refused as destinations.
     pub own: Vec<SocketAddr>,
     pub limits: Limits,

@@ -77,7 +77,9 @@ pub(crate) async fn serve_connection(
             Some(_) => Via::Transparent,
         };
         // Made before the work is: hyper may drop the work before it first runs.
-        let client = Client::new(peer, request::asked(&req)).via(via);
+        let client = Client::new(peer, request::asked(&req))
+            .via(via)
+            .traced(&state, request::traceparent(&req));
         let unanswered = Unanswered::new(state, client, req.uri());
         handle(req, unanswered, done, upstream)
     });

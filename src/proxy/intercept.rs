@@ -205,7 +205,8 @@ async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
     let state = inside.state;
     let client = Client::new(inside.peer, request::asked(&req))
         .via(inside.via)
-        .within(inside.relayed.clone());
+        .within(inside.relayed.clone())
+        .traced(state, request::traceparent(&req));
     tracing::debug!(request_id = %client.request_id, host = %inside.tunnel.target.host, method = %req.method(), path = req.uri().path(), "a request inside an intercepted tunnel");
     let tunnel = inside.tunnel;
     let url = || request::inspected_url(&req, &tunnel.target);

@@ -118,6 +118,12 @@ fn upgrade<B>(req: &Request<B>, target: &Target) -> Result<bool, Refusal> {
     )
 }
 
+/// The request's W3C `traceparent` header, for its span (the header is forwarded as it
+/// came: docs/reference/opentelemetry.md).
+pub(crate) fn traceparent<B>(req: &Request<B>) -> Option<&[u8]> {
+    req.headers().get("traceparent").map(HeaderValue::as_bytes)
+}
+
 /// Whether `Connection` names `upgrade`: the request asks to switch protocols.
 pub(crate) fn asks_upgrade(headers: &HeaderMap) -> bool {
     headers

@@ -113,7 +113,9 @@ async fn refuse(
     refusal: Refusal,
     answer: Answer,
 ) -> Option<Asking> {
-    let client = Client::new(peer, asked).via(Via::Socks5);
+    let client = Client::new(peer, asked)
+        .via(Via::Socks5)
+        .traced(state, None);
     tracing::debug!(client = %peer, reason = refusal.reason.as_str(), detail = ?refusal.detail, "SOCKS5 handshake refused");
     audit_refusal(state, &client, &refusal, None).await;
     if let Answer::Bytes(bytes) = answer {
@@ -301,7 +303,9 @@ async fn connect(
     done: mpsc::Sender<()>,
     inspect: Arc<dyn Inspect>,
 ) {
-    let client = Client::new(peer, Asked::Connect).via(Via::Socks5);
+    let client = Client::new(peer, Asked::Connect)
+        .via(Via::Socks5)
+        .traced(&state, None);
     let judged = match ask(&asking) {
         Ok(ask) => judge::judge(ask, Scope::Connection, &state, &client).await,
         Err(refusal) => Err(Stop::Denied(refusal)),

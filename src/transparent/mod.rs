@@ -282,7 +282,9 @@ async fn tunnel_redirected(
     done: mpsc::Sender<()>,
     pool: Arc<pool::Upstream>,
 ) {
-    let client = Client::new(peer, Asked::Connect).via(Via::Transparent);
+    let client = Client::new(peer, Asked::Connect)
+        .via(Via::Transparent)
+        .traced(&state, None);
     let target = redirected.target();
     // The address stands for one name: a server name naming another is domain fronting.
     if let (

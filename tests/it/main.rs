@@ -35,6 +35,7 @@ mod lifecycle;
 mod limits;
 mod lint;
 mod messages;
+mod otlp;
 mod parent;
 mod pending;
 #[cfg(target_os = "linux")]
