@@ -18,12 +18,13 @@ use super::Record;
 pub(crate) const EXPORT_QUEUE: usize = 10_000;
 
 /// One line of the audit log as written, and the record it was made from (`None` for an
-/// `audit.checkpoint`).
+/// `audit.checkpoint`); or a record for its span alone, which the log does not hold (an
+/// allowed request without `--audit-allowed`).
 #[derive(Debug)]
 pub(crate) struct Written {
     pub record: Option<Box<Record>>,
-    /// The line, without its newline.
-    pub line: Bytes,
+    /// The line, without its newline; `None` for a record that was not written.
+    pub line: Option<Bytes>,
 }
 
 /// The sending side, given to the writer in its options.
@@ -47,11 +48,21 @@ impl ExportQueue {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let written = Written {
             record,
-            line: Bytes::copy_from_slice(line),
+            line: Some(Bytes::copy_from_slice(line)),
         };
         if self.tx.try_send(written).is_err() {
             self.dropped.inc();
         }
+    }
+
+    /// Offer `record`, which is not written, for its span alone; dropped uncounted when
+    /// the queue is full (no log is lost).
+    pub(super) fn offer_unwritten(&self, record: Record) {
+        let written = Written {
+            record: Some(Box::new(record)),
+            line: None,
+        };
+        let _ = self.tx.try_send(written);
     }
 }
 

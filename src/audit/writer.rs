@@ -85,10 +85,12 @@ struct Shared {
     close: Notify,
     /// Each record taken from the queue, for `GET /v1/events` (`super::live`).
     live: Live,
+    /// The OpenTelemetry export, for records that are not written (their span alone).
+    export: Option<ExportQueue>,
 }
 
 impl Shared {
-    fn new(on_failure: OnFailure) -> Arc<Shared> {
+    fn new(on_failure: OnFailure, export: Option<ExportQueue>) -> Arc<Shared> {
         Arc::new(Shared {
             written: AtomicU64::new(0),
             lost: AtomicU64::new(0),
@@ -97,6 +99,7 @@ impl Shared {
             reopen: Notify::new(),
             close: Notify::new(),
             live: Live::new(),
+            export,
         })
     }
 }
@@ -140,7 +143,7 @@ impl AuditLog {
             }
         };
         let (tx, rx) = mpsc::channel(QUEUE);
-        let shared = Shared::new(options.on_failure);
+        let shared = Shared::new(options.on_failure, options.export.clone());
         let log = AuditLog {
             tx: Some(tx),
             shared: shared.clone(),
@@ -162,7 +165,7 @@ impl AuditLog {
     pub(crate) fn disabled() -> AuditLog {
         AuditLog {
             tx: None,
-            shared: Shared::new(OnFailure::Closed),
+            shared: Shared::new(OnFailure::Closed, None),
         }
     }
 
@@ -211,6 +214,14 @@ impl AuditLog {
                 });
             }
             Err(mpsc::error::TrySendError::Closed(rec)) => stopped(&rec),
+        }
+    }
+
+    /// Hand `rec`, which the log does not hold, to the OpenTelemetry export for its
+    /// span alone (an allowed request without `--audit-allowed`); nothing without one.
+    pub(crate) fn export_unwritten(&self, rec: Record) {
+        if let Some(export) = &self.shared.export {
+            export.offer_unwritten(rec);
         }
     }
 

@@ -187,7 +187,9 @@ pub(crate) async fn audit_would_deny(
 
 /// Write the audit record of an allowed connection (only with `--audit-allowed`). It is
 /// written when the request or tunnel ends, from code that cannot wait, so it never
-/// waits for room in the queue (and is never dropped).
+/// waits for room in the queue (and is never dropped). Without `--audit-allowed`, a
+/// proxy that exports traces still makes it, for its span alone
+/// (docs/reference/opentelemetry.md, "Traces").
 pub(crate) fn audit_allowed(
     state: &State,
     client: &Client,
@@ -196,11 +198,14 @@ pub(crate) fn audit_allowed(
     url: Option<String>,
     bytes: (u64, u64),
 ) {
-    if !state.audit_allowed {
+    if !state.audit_allowed && !state.traced {
         return;
     }
     let rec = approved_record("egress.allowed", client, approved, dialed, url, Some(bytes));
-    state.audit.write_detached(rec);
+    match state.audit_allowed {
+        true => state.audit.write_detached(rec),
+        false => state.audit.export_unwritten(rec),
+    }
 }
 
 /// The record of `event` for an approved request: its destination, decision, session,

@@ -175,7 +175,7 @@ impl Exporter {
     fn add(&mut self, written: Written) {
         let now = records::unix_nanos(SystemTime::now());
         let (log, span) = records::convert(written, &mut self.ids, now);
-        self.logs.push(log);
+        self.logs.extend(log);
         self.spans.extend(span);
     }
 

@@ -150,16 +150,24 @@ fn spanned(rec: &Record) -> bool {
     matches!(rec.event, "egress.denied" | "egress.allowed")
 }
 
-/// The LogRecord of one written line, and the span of its record when it has one (the
-/// log then names the span, so a backend links the two).
-pub(super) fn convert(written: Written, ids: &mut Ids, now: u64) -> (LogRecord, Option<Span>) {
+/// The LogRecord of one written line (none for a record the log does not hold), and
+/// the span of its record when it has one (the log then names the span, so a backend
+/// links the two).
+pub(super) fn convert(
+    written: Written,
+    ids: &mut Ids,
+    now: u64,
+) -> (Option<LogRecord>, Option<Span>) {
     let Written { record, line } = written;
-    let body = String::from_utf8_lossy(&line).into_owned();
+    let body = line.map(|line| AnyValue {
+        value: Some(Value::StringValue(
+            String::from_utf8_lossy(&line).into_owned(),
+        )),
+    });
+    let unwritten = body.is_none();
     let mut log = LogRecord {
         observed_time_unix_nano: now,
-        body: Some(AnyValue {
-            value: Some(Value::StringValue(body)),
-        }),
+        body,
         ..Default::default()
     };
     let Some(rec) = record else {
@@ -168,7 +176,7 @@ pub(super) fn convert(written: Written, ids: &mut Ids, now: u64) -> (LogRecord, 
         log.severity_number = SeverityNumber::Info as i32;
         log.severity_text = "INFO".into();
         log.attributes = vec![string("egress.event", "audit.checkpoint")];
-        return (log, None);
+        return (Some(log).filter(|_| !unwritten), None);
     };
     let warn = matches!(rec.event, "egress.denied" | "egress.flagged");
     let (number, text) = match warn {
@@ -180,12 +188,12 @@ pub(super) fn convert(written: Written, ids: &mut Ids, now: u64) -> (LogRecord, 
     log.severity_text = text.into();
     log.attributes = attributes(&rec);
     if !spanned(&rec) {
-        return (log, None);
+        return (Some(log).filter(|_| !unwritten), None);
     }
     let span = span(&rec, log.attributes.clone(), log.time_unix_nano, ids);
     log.trace_id = span.trace_id.clone();
     log.span_id = span.span_id.clone();
-    (log, Some(span))
+    (Some(log).filter(|_| !unwritten), Some(span))
 }
 
 /// The span of a judged request: kind SERVER, `egress METHOD`, from its start (when it

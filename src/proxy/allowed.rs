@@ -69,8 +69,8 @@ impl AllowedRecord {
             audit_cut(state, client, &refusal, url, (up, down));
             return;
         }
-        if !state.audit_allowed {
-            // No record (`audit_allowed` writes none either), so no URL built for one.
+        if !state.audit_allowed && !state.traced {
+            // No record (`audit_allowed` makes none either), so no URL built for one.
             return;
         }
         let url = self.uri.take().map(|uri| record_url(&uri, approved));

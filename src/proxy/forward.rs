@@ -74,7 +74,8 @@ pub(super) fn prepare(
     // The target is kept for the record's URL only when a record may be written, and
     // the URL is built only when one is: a budget alone writes one only for a cut body;
     // a WebSocket's records are always written.
-    let uri = if state.audit_allowed || approved.budget.budget().is_some() || approved.websocket {
+    let recorded = state.audit_allowed || state.traced;
+    let uri = if recorded || approved.budget.budget().is_some() || approved.websocket {
         match &approved.upstream_tls {
             None => (req.method() != Method::CONNECT).then(|| req.uri().clone()),
             Some(_) => Some(req.uri().clone()),

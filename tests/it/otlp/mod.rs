@@ -277,3 +277,35 @@ async fn records_arrive_as_logs_and_spans_and_metrics_as_points() {
         .iter()
         .any(|m| m["histogram"]["dataPoints"].is_array()));
 }
+
+#[tokio::test]
+async fn an_allowed_request_has_its_span_without_audit_allowed_and_no_log() {
+    if decoder_missing() {
+        return;
+    }
+    let dir = unique_temp_dir("otlp-spans");
+    let receiver = Receiver::start(&dir, "ok");
+    let origin = Origin::start().await;
+    let mut proxy = ProxyBuilder::standard(origin.port())
+        .arg("--otlp-endpoint")
+        .arg(&receiver.endpoint())
+        .start()
+        .await;
+    let url = format!("http://allowed.test:{}/", origin.port());
+    let ok = get_via_proxy(proxy.addr, &url, &[("traceparent", TRACEPARENT)]).await;
+    assert_eq!(ok.status, 200, "{}", proxy.diagnostics());
+    receiver
+        .wait("the span", |r| !r.items("/v1/traces").is_empty())
+        .await;
+    assert!(proxy.terminate().await.success(), "{}", proxy.diagnostics());
+    let spans = receiver.items("/v1/traces");
+    assert_eq!(spans.len(), 1, "{spans:#?}");
+    assert_eq!(spans[0]["name"], "egress GET");
+    assert_eq!(spans[0]["parentSpanId"], "00f067aa0ba902b7");
+    assert_eq!(text(&spans[0], "url.full"), url);
+    assert!(
+        receiver.items("/v1/logs").is_empty(),
+        "the log holds no record"
+    );
+    assert!(proxy.audit_lines().is_empty());
+}
