@@ -16,8 +16,10 @@
 # proxy refuses and the client stops), READERS=N (with --audit-allowed, so every request
 # writes a record, and N `curl -N` readers of the admin API's `GET /v1/events`; compare
 # with READERS=0, the same records and no reader), STUCK=1 (with READERS, one more reader
-# that never reads). The proxy pins its one name with --resolve: nothing is resolved
-# through the system resolver.
+# that never reads), AUDIT_ALLOWED=1 (--audit-allowed alone: a record per request, each
+# sealed by the chain), PROXY_ARGS="..." (more flags for the proxy, split on spaces, e.g.
+# `--otlp-endpoint http://127.0.0.1:9`). The proxy pins its one name with --resolve:
+# nothing is resolved through the system resolver.
 set -euo pipefail
 
 FEW=${FEW:-500}
@@ -103,7 +105,11 @@ count() {
     local events=()
     if [ -n "${READERS:-}" ]; then
         events=(--audit-allowed --admin-listen "127.0.0.1:$ADMIN_PORT")
+    elif [ "${AUDIT_ALLOWED:-0}" = 1 ]; then
+        events=(--audit-allowed)
     fi
+    # shellcheck disable=SC2206 # split on spaces, as documented
+    events+=(${PROXY_ARGS:-})
     EGRESS_PROXY_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$TMP/callgrind.$1" \
         "$PROXY_BIN" serve --org "$TMP/org.toml" --listen "127.0.0.1:$PROXY_PORT" --workers 1 \
         --resolve allowed.test=127.0.0.1 --dns-server 127.0.0.1:9 "${events[@]}" \
