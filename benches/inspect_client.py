@@ -16,7 +16,9 @@ CONNECT + TLS tunnel, and the time to a tunnel's first answer.
 
 `rate` stops after SECONDS or MAX requests, whichever comes first, and prints
 "REQUESTS SECONDS" (time counted from the first request, after the tunnel is set up).
-Every answer must be a 200 with a Content-Length. Loopback only: the proxy is
+Every answer must be a 200 with a Content-Length. With PROXY_AUTH in the environment,
+every request to the proxy (a CONNECT, a plain GET) carries `Proxy-Authorization:
+PROXY_AUTH` (a session's, benches/dlp_ratios.sh). Loopback only: the proxy is
 127.0.0.1:PROXY_PORT and names are pinned in the proxy (--resolve), never resolved here.
 """
 
@@ -28,6 +30,11 @@ import sys
 import time
 
 TIMEOUT = 30
+AUTH = (
+    b"Proxy-Authorization: %s\r\n" % os.environ["PROXY_AUTH"].encode()
+    if os.environ.get("PROXY_AUTH")
+    else b""
+)
 
 
 def read_answer(sock, buf):
@@ -55,7 +62,7 @@ def tunnel(port, connect_target, name, ctx):
     sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     target = connect_target.encode()
-    sock.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target))
+    sock.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (target, target, AUTH))
     head = b""
     while b"\r\n\r\n" not in head:
         data = sock.recv(4096)
@@ -94,9 +101,10 @@ def rate(args):
         target, seconds, limit = args[2], float(args[3]), int(args[4])
         sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        request = b"GET http://%s/ HTTP/1.1\r\nHost: %s\r\n\r\n" % (
+        request = b"GET http://%s/ HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (
             target.encode(),
             target.encode(),
+            AUTH,
         )
     elif kind == "tls":
         connect_target, name, ca = args[2], args[3], args[4]

@@ -6,6 +6,7 @@
 //! was found in, never the bytes.
 
 pub(crate) mod forms;
+mod index;
 mod kinds;
 mod scanner;
 

@@ -137,3 +137,64 @@ fn a_sessions_four_canaries_take_a_compact_automaton_that_finds_the_same() {
             .is_none());
     }
 }
+
+/// Whether `haystack` holds any form of any of `values` (naively: every window compared).
+fn naive(values: &[Vec<u8>], haystack: &[u8], names: bool) -> bool {
+    values.iter().any(|v| {
+        let mut all = forms::forms(v);
+        if names {
+            all.extend(forms::name_forms(v));
+        }
+        all.iter().any(|f| {
+            haystack
+                .windows(f.bytes.len())
+                .any(|w| match f.either_case || names {
+                    true => w.eq_ignore_ascii_case(&f.bytes),
+                    false => w == &f.bytes[..],
+                })
+        })
+    })
+}
+
+proptest::proptest! {
+    /// The index finds a form exactly where comparing every window would, wherever the
+    /// form sits (every offset against the probe stride), in either scanner kind, in
+    /// bytes and in names, and finds nothing in bytes that hold only pieces of forms.
+    #[test]
+    fn the_index_finds_what_a_naive_search_finds(
+        values in proptest::collection::vec(proptest::collection::vec(0x21u8..0x7f, 16..48), 1..4),
+        before in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24),
+        after in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24),
+        pick in 0usize..16,
+        cut in 0usize..64,
+        upper in proptest::prelude::any::<bool>(),
+    ) {
+        let canaries: Vec<Canary> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Canary::new(&format!("c{i}"), "generic", v.clone()))
+            .collect();
+        let value = &values[pick % values.len()];
+        let mut all = forms::forms(value);
+        all.extend(forms::name_forms(value));
+        let form = &all[pick % all.len()];
+        let mut bytes = form.bytes.clone();
+        if upper {
+            bytes.make_ascii_uppercase();
+        }
+        let whole = [&before[..], &bytes[..], &after[..]].concat();
+        // A piece: the form cut short somewhere.
+        let piece = [&before[..], &bytes[..cut % bytes.len()], &after[..]].concat();
+        for s in [Scanner::new(&canaries), Scanner::compact(&canaries)] {
+            for haystack in [&whole, &piece] {
+                let found = s.scan(haystack, FoundIn::Body).is_some();
+                proptest::prop_assert_eq!(found, naive(&values, haystack, false));
+                if let Ok(name) = std::str::from_utf8(haystack) {
+                    let dotless: Vec<u8> = name.bytes().filter(|&b| b != b'.').collect();
+                    let want = naive(&values, haystack, true) || naive(&values, &dotless, true);
+                    proptest::prop_assert_eq!(s.scan_name(name, FoundIn::Dns).is_some(), want);
+                }
+            }
+        }
+    }
+}

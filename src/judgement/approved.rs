@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use super::budget::Allowance;
 use super::policies::Policies;
+use crate::dlp::Scanner;
 use crate::net::dial::CheckedAddr;
 use crate::policy::{Decision, NormalPath, RequestPolicy, Target};
 use crate::session::Session;
@@ -38,6 +39,19 @@ pub(crate) struct Approved {
     pub budget: Allowance,
     /// A WebSocket handshake, forwarded with its upgrade (`crate::proxy::websocket`).
     pub websocket: bool,
+}
+
+impl Approved {
+    /// The canaries in force for what its client sends (docs/reference/dlp.md): the
+    /// organization's, then its session's.
+    pub(crate) fn canaries(&self) -> Vec<&Scanner> {
+        let session = self.session.as_ref().map(|s| &*s.canaries);
+        [Some(&*self.policies.canaries), session]
+            .into_iter()
+            .flatten()
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
 }
 
 /// How a request was judged beyond its host and port.

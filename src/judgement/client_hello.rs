@@ -99,41 +99,46 @@ pub(crate) async fn first_bytes<R: AsyncRead + Unpin>(
 }
 
 /// Judge a tunnel by its first bytes (docs/reference/policy-files.md, "Tunnels"): `Ok` with the bytes to send upstream
-/// first, or the `sni_mismatch` refusal, in which case nothing has reached upstream.
+/// first, or the `sni_mismatch` refusal (`exfiltration_detected` when they carry one of
+/// `canaries`, the organization's and the session's), in which case nothing has
+/// reached upstream.
 pub(crate) async fn admit<R: AsyncRead + Unpin>(
     client: &mut R,
     upstream: &TcpStream,
     target: &Target,
     tunnels: &Tunnels,
-    canaries: &Scanner,
+    canaries: &[&Scanner],
     timeout: Duration,
 ) -> Result<Vec<u8>, Refusal> {
     let (first, bytes) = first_bytes(client, upstream, timeout).await;
-    if let Some(hit) = canaries.scan(&bytes, FoundIn::FirstBytes) {
-        return Err(Refusal::exfiltration(hit, target));
-    }
-    judge_first(&first, target, tunnels, canaries)?;
+    judge_first(&first, &bytes, target, tunnels, canaries)?;
     Ok(bytes)
 }
 
-/// The verdict `[tunnels]` gives a tunnel's first bytes, however they were read (from
-/// the tunnel, or peeked by the transparent listener): `Err` with the `sni_mismatch`
-/// refusal (report mode refuses a tunnel's first bytes too: nothing of them is sent).
-/// A server name that carries a canary is `exfiltration_detected` (docs/reference/dlp.md),
-/// whatever `[tunnels]` says of it.
+/// The verdict on a tunnel's first bytes, however they were read (from the tunnel, or
+/// peeked by the transparent listener): `Err` with the refusal. A server name, or
+/// first bytes as sent (a ClientHello, or the start of another protocol), that carry
+/// one of `canaries` are `exfiltration_detected` (docs/reference/dlp.md), whatever
+/// `[tunnels]` says of them; else `[tunnels]` judges (`sni_mismatch`; report mode
+/// refuses a tunnel's first bytes too: nothing of them is sent).
 pub(crate) fn judge_first(
     first: &FirstBytes,
+    bytes: &[u8],
     target: &Target,
     tunnels: &Tunnels,
-    canaries: &Scanner,
+    canaries: &[&Scanner],
 ) -> Result<(), Refusal> {
-    if let FirstBytes::Tls {
-        server_name: Some(name),
-    } = first
-    {
-        if let Some(hit) = canaries.scan_name(name, FoundIn::Sni) {
-            return Err(Refusal::exfiltration(hit, target));
-        }
+    let name = match first {
+        FirstBytes::Tls {
+            server_name: Some(name),
+        } => Some(name),
+        _ => None,
+    };
+    let in_name = |c: &&Scanner| name.and_then(|n| c.scan_name(n, FoundIn::Sni));
+    let hit = (canaries.iter().find_map(in_name))
+        .or_else(|| (canaries.iter()).find_map(|c| c.scan(bytes, FoundIn::FirstBytes)));
+    if let Some(hit) = hit {
+        return Err(Refusal::exfiltration(hit, target));
     }
     match judge_first_bytes(first, target, tunnels) {
         None => Ok(()),

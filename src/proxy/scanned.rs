@@ -53,8 +53,6 @@ pub(crate) struct Scanned<B> {
     hold: usize,
     /// The bytes held back: at most `hold`, scanned already, not yet sent.
     tail: Bytes,
-    /// Bytes scanned and released, to send on the next poll (after the tail went out).
-    next: Option<Bytes>,
     /// Trailers that came after the body, to send once the tail went out.
     trailers: Option<Frame<Bytes>>,
     inner_ended: bool,
@@ -71,7 +69,6 @@ impl<B> Scanned<B> {
             scanners,
             hold,
             tail: Bytes::new(),
-            next: None,
             trailers: None,
             inner_ended: false,
             tripped: false,
@@ -101,7 +98,8 @@ impl<B> Scanned<B> {
     }
 
     /// What of the tail and `data` may go now (possibly nothing); the last `hold` bytes
-    /// become the tail. Without copying, but for a frame shorter than `hold`.
+    /// become the tail. One frame out for each frame in (a tail before it is copied in
+    /// front: one write upstream, not two).
     fn release(&mut self, data: Bytes) -> Option<Bytes> {
         let total = self.tail.len() + data.len();
         if total <= self.hold {
@@ -118,8 +116,11 @@ impl<B> Scanned<B> {
             if old.is_empty() {
                 return (!now.is_empty()).then_some(now);
             }
-            self.next = (!now.is_empty()).then_some(now);
-            return Some(old);
+            // One frame, one write upstream: the old tail copied in front of the rest.
+            let mut joined = BytesMut::with_capacity(old.len() + now.len());
+            joined.extend_from_slice(&old);
+            joined.extend_from_slice(&now);
+            return Some(joined.freeze());
         }
         // A short frame: the tail and it, joined, split where the new tail starts.
         let mut joined = BytesMut::with_capacity(total);
@@ -145,9 +146,6 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         if self.tripped {
             return Poll::Ready(Some(Err(Box::new(Tripped))));
-        }
-        if let Some(next) = self.next.take() {
-            return Poll::Ready(Some(Ok(Frame::data(next))));
         }
         // Each turn takes a frame from the body under it, which ends or waits in time.
         loop {
@@ -190,7 +188,6 @@ where
     fn is_end_stream(&self) -> bool {
         !self.tripped
             && self.tail.is_empty()
-            && self.next.is_none()
             && self.trailers.is_none()
             && (self.inner_ended || self.inner.is_end_stream())
     }

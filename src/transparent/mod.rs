@@ -131,8 +131,8 @@ enum Peeked {
     /// An HTTP/1 request line: the connection code reads its head.
     Http,
     /// A whole ClientHello, bytes that cannot become TLS or HTTP, or nothing: judged as
-    /// a tunnel.
-    Tunnel(FirstBytes),
+    /// a tunnel, with the bytes peeked (still unread), which canaries are looked for in.
+    Tunnel(FirstBytes, Vec<u8>),
     /// Bytes that are still the start of a request line when the header timeout
     /// passed, or of anything when the client reset the connection (`tls`: of a
     /// ClientHello).
@@ -160,7 +160,7 @@ async fn peek_first(
     let mut first = None;
     loop {
         let n = match tokio::time::timeout_at(wait, stream.peek(&mut buf)).await {
-            Err(_) => return Peeked::Tunnel(FirstBytes::ServerFirst),
+            Err(_) => return Peeked::Tunnel(FirstBytes::ServerFirst, Vec::new()),
             // Gone with bytes sent: refused (and recorded) as unfinished.
             Ok(Ok(0) | Err(_)) => {
                 return match first {
@@ -178,7 +178,10 @@ async fn peek_first(
         wait = deadline;
         match classify(&buf[..n]) {
             Opening::Http => return Peeked::Http,
-            Opening::Tunnel(first) => return Peeked::Tunnel(first),
+            Opening::Tunnel(first) => {
+                buf.truncate(n);
+                return Peeked::Tunnel(first, buf);
+            }
             Opening::Undecided if n >= max_head && buf[0] != TLS_HANDSHAKE => return Peeked::Http,
             Opening::Undecided if n == buf.len() && n < limit => buf.resize((n * 4).min(limit), 0),
             Opening::Undecided => {
@@ -186,7 +189,7 @@ async fn peek_first(
                 // rather than spinning.
                 if Instant::now() + backoff > deadline {
                     return match buf[0] {
-                        TLS_HANDSHAKE => Peeked::Tunnel(FirstBytes::Unreadable),
+                        TLS_HANDSHAKE => Peeked::Tunnel(FirstBytes::Unreadable, buf[..n].to_vec()),
                         _ => Peeked::Unfinished {
                             tls: false,
                             timed_out: true,
@@ -264,8 +267,9 @@ pub(crate) async fn serve_redirected(
             // Counted until its first request head is complete.
             conn::serve_connection(stream, peer, state, (done, pending), upstream, aimed_at).await
         }
-        Peeked::Tunnel(first) => {
+        Peeked::Tunnel(first, bytes) => {
             drop(pending);
+            let first = (first, bytes);
             tunnel_redirected(stream, peer, redirected, first, state, done, upstream).await
         }
     }
@@ -277,7 +281,7 @@ async fn tunnel_redirected(
     stream: TcpStream,
     peer: SocketAddr,
     redirected: Redirected,
-    first: FirstBytes,
+    (first, bytes): (FirstBytes, Vec<u8>),
     state: Arc<State>,
     done: mpsc::Sender<()>,
     pool: Arc<pool::Upstream>,
@@ -309,10 +313,11 @@ async fn tunnel_redirected(
         Err(stop) => return record_stop(&state, &client, &stop, || None).await,
     };
     let tunnels = approved.policies.org.tunnels();
-    let canaries = &approved.policies.canaries;
-    if let Err(refusal) = client_hello::judge_first(&first, &approved.target, tunnels, canaries) {
+    let canaries = approved.canaries();
+    let judged = client_hello::judge_first(&first, &bytes, &approved.target, tunnels, &canaries);
+    if let Err(refusal) = judged {
         let refusal = refusal.in_session(&approved.session);
-        let on_trip = approved.policies.org.canaries().on_trip;
+        let on_trip = exfiltration::on_trip(&approved.policies, approved.session.as_ref());
         exfiltration::end_session(&state, on_trip, approved.session.as_ref(), &refusal).await;
         return audit_refusal(&state, &client, &refusal, None).await;
     }

@@ -295,7 +295,7 @@ async fn relay(
                 true => refusal.in_session(&approved.session),
                 false => refusal,
             };
-            let on_trip = approved.policies.org.canaries().on_trip;
+            let on_trip = exfiltration::on_trip(&approved.policies, approved.session.as_ref());
             Box::pin(exfiltration::end_session(
                 &state,
                 on_trip,

@@ -37,6 +37,11 @@ pub(crate) fn jail_tools_missing() -> Option<String> {
 
 /// Run `tests/fixtures/transparent/<script>` in a network namespace of its own.
 fn run_harness(script: &str) -> Value {
+    run_harness_with(script, &[])
+}
+
+/// [`run_harness`], with more arguments after the binary and the work directory.
+fn run_harness_with(script: &str, args: &[&str]) -> Value {
     let work = unique_temp_dir("transparent");
     let out = Command::new("unshare")
         .arg("--net")
@@ -45,6 +50,7 @@ fn run_harness(script: &str) -> Value {
         .arg(Path::new("tests/fixtures/transparent").join(script))
         .arg(binary())
         .arg(&work)
+        .args(args)
         .output()
         .expect("run the harness");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -286,4 +292,50 @@ fn every_refused_connection_to_one_address_has_its_own_record() {
         .collect();
     assert_eq!(after, ["invalid_request"], "{ctx}");
     assert_eq!(audit[2]["host"], "203.0.113.5", "{ctx}");
+}
+
+/// A canary in the first bytes of a redirected plain TCP connection (docs/reference/dlp.md,
+/// "Where the proxy looks"): an SSH banner and a line carrying the organization's canary
+/// to an allowed address is closed before upstream is dialed, recorded
+/// `exfiltration_detected` with `"found_in": "first_bytes"`. The negative control: the
+/// same line without the canary reaches the origin.
+#[test]
+fn a_canary_in_a_redirected_connections_first_bytes_closes_it_undialed() {
+    if let Some(why) = jail_tools_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let canary = "AKIAQ7EGRESSCANARY42";
+    let r = run_harness_with("canary.py", &[canary]);
+    let ctx = format!("{r:#}");
+    let without = r["received_without"].as_array().unwrap();
+    assert_eq!(without.len(), 1, "the control reached the origin: {ctx}");
+    assert!(
+        without[0]
+            .as_str()
+            .unwrap()
+            .contains("no-canary-in-this-line"),
+        "{ctx}"
+    );
+    assert_eq!(r["with"], "closed", "{ctx}");
+    assert_eq!(
+        r["received"].as_array().unwrap().len(),
+        1,
+        "nothing more reached the origin: {ctx}"
+    );
+    let audit = r["audit"].as_array().unwrap();
+    let denied: Vec<&Value> = audit
+        .iter()
+        .filter(|a| a["event"] == "egress.denied")
+        .collect();
+    assert_eq!(denied.len(), 1, "{ctx}");
+    assert_eq!(denied[0]["reason"], "exfiltration_detected", "{ctx}");
+    assert_eq!(denied[0]["via"], "transparent", "{ctx}");
+    assert_eq!(denied[0]["dlp"]["found_in"], "first_bytes", "{ctx}");
+    assert_eq!(denied[0]["dlp"]["id"], "org:1", "{ctx}");
+    let records = serde_json::to_string(audit).unwrap();
+    assert!(
+        !records.contains(canary),
+        "never shown in a record: {records}"
+    );
 }

@@ -254,7 +254,7 @@ async fn a_tripped_canary_ends_its_session_and_says_so() {
 }
 
 /// The first flight rustls's client sends for `name`.
-fn client_hello(name: &str) -> Vec<u8> {
+pub(super) fn client_hello(name: &str) -> Vec<u8> {
     use std::sync::Arc;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)

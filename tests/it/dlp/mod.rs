@@ -11,6 +11,7 @@ mod fleet;
 mod inspected;
 mod session;
 mod sink;
+mod tunnel;
 mod websocket;
 
 use std::path::PathBuf;

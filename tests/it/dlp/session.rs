@@ -13,7 +13,7 @@ use crate::support::proxy::Proxy;
 use crate::support::sessions;
 
 /// A session allowing `allowed.test` with `canaries` (and `extra` fields); the answer.
-async fn session_with(proxy: &Proxy, canaries: Value, extra: Value) -> (u16, Value) {
+pub(super) async fn session_with(proxy: &Proxy, canaries: Value, extra: Value) -> (u16, Value) {
     let mut body = json!({
         "network_policy": sessions::allowlist(&["allowed.test"]),
         "canaries": canaries,
@@ -28,7 +28,7 @@ async fn session_with(proxy: &Proxy, canaries: Value, extra: Value) -> (u16, Val
     (resp.status, resp.json())
 }
 
-fn created(body: &Value) -> Created {
+pub(super) fn created(body: &Value) -> Created {
     Created {
         id: body["id"].as_str().unwrap().to_string(),
         token: body["token"].as_str().unwrap().to_string(),
