@@ -145,6 +145,7 @@ impl Scanner {
             kind: kind.clone(),
             encoding,
             found_in,
+            by: super::By::Canary,
         }
     }
 

@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 
 use super::refusal::Refusal;
-use crate::dlp::{FoundIn, Scanner};
+use crate::dlp::{By, Detectors, FoundIn, Scanner};
 use crate::policy::{judge_first_bytes, FirstBytes};
 use crate::policy::{Target, Tunnels, Verdict};
 
@@ -106,32 +106,43 @@ pub(crate) async fn admit<R: AsyncRead + Unpin>(
     target: &Target,
     tunnels: &Tunnels,
     canaries: &Scanner,
+    detectors: &Detectors,
     timeout: Duration,
 ) -> Result<Vec<u8>, Refusal> {
     let (first, bytes) = first_bytes(client, upstream, timeout).await;
     if let Some(hit) = canaries.scan(&bytes, FoundIn::FirstBytes) {
         return Err(Refusal::exfiltration(hit, target));
     }
-    judge_first(&first, target, tunnels, canaries)?;
+    // A secret a detector refuses (one only reported goes on: docs/reference/dlp.md).
+    if let Some(hit) = detectors.scan_refused(&bytes, FoundIn::FirstBytes) {
+        return Err(Refusal::exfiltration(hit, target));
+    }
+    judge_first(&first, target, tunnels, canaries, detectors)?;
     Ok(bytes)
 }
 
 /// The verdict `[tunnels]` gives a tunnel's first bytes, however they were read (from
 /// the tunnel, or peeked by the transparent listener): `Err` with the `sni_mismatch`
 /// refusal (report mode refuses a tunnel's first bytes too: nothing of them is sent).
-/// A server name that carries a canary is `exfiltration_detected` (docs/reference/dlp.md),
-/// whatever `[tunnels]` says of it.
+/// A server name that carries a canary is `exfiltration_detected`, one that carries a
+/// secret a detector refuses `secret_detected` (docs/reference/dlp.md), whatever
+/// `[tunnels]` says of it.
 pub(crate) fn judge_first(
     first: &FirstBytes,
     target: &Target,
     tunnels: &Tunnels,
     canaries: &Scanner,
+    detectors: &Detectors,
 ) -> Result<(), Refusal> {
     if let FirstBytes::Tls {
         server_name: Some(name),
     } = first
     {
-        if let Some(hit) = canaries.scan_name(name, FoundIn::Sni) {
+        let secret = || {
+            let hit = detectors.scan_name(name, FoundIn::Sni)?;
+            (hit.by != By::Reported).then_some(hit)
+        };
+        if let Some(hit) = canaries.scan_name(name, FoundIn::Sni).or_else(secret) {
             return Err(Refusal::exfiltration(hit, target));
         }
     }

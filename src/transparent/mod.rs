@@ -307,8 +307,9 @@ async fn tunnel_redirected(
         Err(stop) => return record_stop(&state, &client, &stop, || None).await,
     };
     let tunnels = approved.policies.org.tunnels();
-    let canaries = &approved.policies.canaries;
-    if let Err(refusal) = client_hello::judge_first(&first, &approved.target, tunnels, canaries) {
+    let (canaries, detectors) = (&approved.policies.canaries, &approved.detectors);
+    let judged = client_hello::judge_first(&first, &approved.target, tunnels, canaries, detectors);
+    if let Err(refusal) = judged {
         let refusal = refusal.in_session(&approved.session);
         let on_trip = approved.policies.org.canaries().on_trip;
         exfiltration::end_session(&state, on_trip, approved.session.as_ref(), &refusal).await;
