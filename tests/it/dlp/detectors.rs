@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::body::post;
 use super::sink::Sink;
+use crate::events::Events;
 use crate::support::client::get_via_proxy;
 use crate::support::org::{allowlist_json, Org};
 use crate::support::proxy::{Proxy, ProxyBuilder};
@@ -43,7 +44,7 @@ async fn start(action: &str, tag: &str, policy: &str) -> (Sink, Proxy) {
     let proxy = ProxyBuilder::new(org(sink.port(), action, tag))
         .policy(policy)
         .pin("allowed.test")
-        .admin("tok")
+        .admin("events-token")
         .start()
         .await;
     (sink, proxy)
@@ -64,7 +65,8 @@ async fn dlp_records(proxy: &Proxy, event: &str, n: usize) -> Vec<Value> {
     of()
 }
 
-/// Nothing the proxy shows holds any of the values.
+/// Nothing the proxy shows (records, its log, `/metrics`, and `answers`: answers and
+/// events) holds any of the values.
 async fn assert_never_shown(proxy: &Proxy, answers: &[String]) {
     let metrics = proxy.admin().metrics().await;
     let shown = format!(
@@ -89,6 +91,7 @@ async fn assert_never_shown(proxy: &Proxy, answers: &[String]) {
 async fn a_secret_in_a_header_or_a_split_body_is_refused_and_never_reaches_the_origin() {
     let policy = allowlist_json(&["allowed.test"]);
     let (sink, proxy) = start("refuse", "refuse", &policy).await;
+    let mut events = Events::open(&proxy, "?event=egress.denied").await;
     let url = format!("http://allowed.test:{}/upload", sink.port());
     // The probe, and near misses: one character short of each shape goes through.
     let near = [
@@ -145,6 +148,12 @@ async fn a_secret_in_a_header_or_a_split_body_is_refused_and_never_reaches_the_o
     let metrics = proxy.admin().metrics().await;
     let line = "egress_dlp_matches_total{detector=\"employee-id\",action=\"refuse\"} 2";
     assert!(metrics.contains(line), "{metrics}");
+    // The events stream gives each refusal with its `dlp`, never the value.
+    for _ in 0..4 {
+        let event = events.next().await;
+        assert_eq!(event.data["reason"], "secret_detected");
+        answers.push(event.data.to_string());
+    }
     assert_never_shown(&proxy, &answers).await;
 }
 
