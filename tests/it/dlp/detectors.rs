@@ -241,3 +241,20 @@ async fn a_request_policy_adds_a_detector_and_may_not_turn_refuse_into_report() 
     assert_eq!(ok.status, 200, "{}", ok.text());
     assert!(!sink.holds(JWT.as_bytes()) && !sink.holds(b"TKT-12345"));
 }
+
+#[tokio::test]
+async fn a_secret_in_the_target_name_is_the_reason_and_the_name_is_not_recorded() {
+    let policy = allowlist_json(&["allowed.test"]);
+    let (sink, proxy) = start("refuse", "name", &policy).await;
+    // Not allowed either: the detector is what is recorded, in either case.
+    let host = format!("{}.allowed.test", GITHUB.to_ascii_lowercase());
+    let url = format!("http://{host}:{}/", sink.port());
+    let answer = get_via_proxy(proxy.addr, &url, &[]).await;
+    assert_eq!(answer.status, 403);
+    assert_eq!(answer.json()["error"]["reason"], "secret_detected");
+    let records = dlp_records(&proxy, "egress.denied", 1).await;
+    assert_eq!(records[0]["dlp"]["found_in"], "target");
+    assert_eq!(records[0]["host"], "[redacted]");
+    let lower = GITHUB.to_ascii_lowercase();
+    assert!(!proxy.audit_text().contains(&lower) && !answer.text().contains(&lower));
+}
