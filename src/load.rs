@@ -74,6 +74,11 @@ pub(crate) fn load_with(
     let mut canaries = canaries(&policies.org, org_path)?;
     canaries.extend(extra.iter().cloned());
     policies.canaries = Arc::new(Scanner::new(&canaries));
+    let secrets = policies.credentials.secrets();
+    policies.detectors = Arc::new(crate::judgement::secrets::organization(
+        &policies.org,
+        secrets,
+    ));
     Ok(policies)
 }
 

@@ -25,6 +25,9 @@ use crate::policy::Reason;
 
 type Labels = [(&'static str, &'static str); 2];
 
+/// The most detectors `egress_dlp_matches_total` names; later ones are `other`.
+const MAX_DETECTORS: usize = 64;
+
 /// The counters of one family of decisions (requests, or connections).
 struct Decisions {
     allowed: Counter,
@@ -88,6 +91,10 @@ pub(crate) struct Metrics {
     /// Connections closed at accept: their client held `--max-pending-per-client`
     /// unfinished ones, by `listener`.
     pending_refused: Family<[(&'static str, &'static str); 1], Counter>,
+    /// Secrets found by a detector, by `detector` and `action` (`refuse`, `report`).
+    dlp_matches: Family<[(&'static str, String); 2], Counter>,
+    /// The detectors counted so far: at most [`MAX_DETECTORS`] series, then `other`.
+    dlp_seen: Mutex<std::collections::HashSet<String>>,
     audit_lines: Counter,
     audit_lost: Counter,
     audit_failing: Gauge,
@@ -110,6 +117,25 @@ impl Metrics {
     pub(crate) fn pending_refused(&self, listener: &'static str) {
         self.pending_refused
             .get_or_create(&[("listener", listener)])
+            .inc();
+    }
+
+    /// Count a secret a detector found (docs/reference/dlp.md): `action` is `refuse` or
+    /// `report`. A request policy may name patterns of its own, so past
+    /// [`MAX_DETECTORS`] names a new one is counted as `other`.
+    pub(crate) fn dlp_match(&self, detector: &str, action: &'static str) {
+        let detector = {
+            let mut seen = self.dlp_seen.lock().unwrap_or_else(|p| p.into_inner());
+            match seen.contains(detector) || seen.len() < MAX_DETECTORS {
+                true => {
+                    seen.insert(detector.to_string());
+                    detector.to_string()
+                }
+                false => "other".to_string(),
+            }
+        };
+        self.dlp_matches
+            .get_or_create(&[("detector", detector), ("action", action.to_string())])
             .inc();
     }
 
@@ -136,6 +162,8 @@ impl Metrics {
             reloads_failed: Counter::default(),
             header_timeouts: Counter::default(),
             pending_refused: Family::default(),
+            dlp_matches: Family::default(),
+            dlp_seen: Mutex::default(),
             audit_lines: Counter::default(),
             audit_lost: Counter::default(),
             audit_failing: Gauge::default(),
@@ -248,6 +276,11 @@ impl Metrics {
             "egress_audit_failing",
             "1 while the audit log cannot be written (the proxy refuses every request unless --audit-failure open)",
             m.audit_failing.clone(),
+        );
+        r.register(
+            "egress_dlp_matches",
+            "Secrets a detector found in what a client sent, by detector and action (refuse, report)",
+            m.dlp_matches.clone(),
         );
         r.register(
             "egress_upstream_first_byte_seconds",

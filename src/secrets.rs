@@ -94,6 +94,27 @@ impl Credentials {
     }
 }
 
+impl Credentials {
+    /// What a client must never send (docs/reference/dlp.md, "Secret detectors"): for
+    /// each credential its host and the secret of its value, which is the value after
+    /// an authentication scheme (`Bearer `, `token `, `Basic `) when it has one. A
+    /// secret under 8 bytes is left out: too short to tell from ordinary text.
+    pub(crate) fn secrets(&self) -> Vec<(String, Zeroizing<Vec<u8>>)> {
+        self.list
+            .iter()
+            .filter_map(|c| {
+                let value = c.value.as_bytes();
+                let secret = match value.iter().position(|&b| b == b' ') {
+                    Some(i) if value[..i].iter().all(u8::is_ascii_alphabetic) => &value[i + 1..],
+                    _ => value,
+                };
+                let secret = secret.trim_ascii();
+                (secret.len() >= 8).then(|| (c.host.to_string(), Zeroizing::new(secret.to_vec())))
+            })
+            .collect()
+    }
+}
+
 /// The file's content, surrounding whitespace trimmed, as a sensitive header value over
 /// bytes that are wiped when dropped.
 fn read_value(path: &Path) -> Result<HeaderValue, String> {

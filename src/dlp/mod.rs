@@ -1,21 +1,27 @@
 //! Exfiltration seen (docs/reference/dlp.md): canaries, values planted in a sandbox
-//! that no legitimate request sends, looked for in every byte a client sends that the
-//! proxy can read before sending it on. Pure: the values in, a [`Scanner`] out, and a
-//! scan of bytes or of a name giving the first [`Hit`]. No record, answer, metric or
+//! that no legitimate request sends, and secret detectors (known token shapes, the
+//! organization's patterns, the `[[credentials]]` values), looked for in every byte a
+//! client sends that the proxy can read before sending it on. Pure: the values in, a
+//! [`Scanner`] (canaries) or [`Detectors`] out, and a scan of bytes or of a name giving
+//! the first [`Hit`]. No record, answer, metric or
 //! log line ever holds a value: a hit names the canary's id, kind and the encoding it
 //! was found in, never the bytes.
 
+mod detect;
 pub(crate) mod forms;
 mod index;
 mod kinds;
+mod lookout;
 mod scanner;
 
 use std::sync::Arc;
 
 use zeroize::Zeroizing;
 
+pub(crate) use detect::{Detectors, Rule};
 pub(crate) use forms::Encoding;
 pub(crate) use kinds::Kind;
+pub(crate) use lookout::Lookout;
 pub(crate) use scanner::Scanner;
 
 /// Where a match was found: the record's `dlp.found_in`.
@@ -77,13 +83,28 @@ impl Canary {
     }
 }
 
-/// What a scan found: which canary, in what encoding, where. Never the value.
+/// What a scan found: which canary (or secret detector), in what encoding, where.
+/// Never the value.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Hit {
     pub id: Arc<str>,
     pub kind: Arc<str>,
     pub encoding: Encoding,
     pub found_in: FoundIn,
+    /// What found it, which says what it does; not part of the record's `dlp`.
+    #[serde(skip)]
+    pub by: By,
+}
+
+/// What found a [`Hit`] (docs/reference/dlp.md, "What happens"): a canary
+/// (`exfiltration_detected`), a secret detector that refuses (`secret_detected`), or
+/// one whose match is let through and recorded (`egress.flagged`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum By {
+    #[default]
+    Canary,
+    Secret,
+    Reported,
 }
 
 /// A canary value must be 16 to 256 printable ASCII bytes (docs/reference/dlp.md): long

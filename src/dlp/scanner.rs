@@ -116,6 +116,7 @@ impl Scanner {
             kind: c.kind.clone(),
             encoding,
             found_in,
+            by: super::By::Canary,
         }
     }
 

@@ -118,8 +118,13 @@ pub(crate) fn answer(bytes: &[u8], given: &Given) -> Answer {
         Err(refusal) if refusal.reason == Reason::AuditUnavailable => {
             return servfail(Settled::AuditUnavailable)
         }
-        // A name that carries a canary (docs/reference/dlp.md): `REFUSED`.
-        Err(refusal) if refusal.reason == Reason::ExfiltrationDetected => {
+        // A name that carries a canary or a secret (docs/reference/dlp.md): `REFUSED`.
+        Err(refusal)
+            if matches!(
+                refusal.reason,
+                Reason::ExfiltrationDetected | Reason::SecretDetected
+            ) =>
+        {
             return Answer {
                 message: reply(&request, query, ResponseCode::Refused, None),
                 judged: Settled::Denied(refusal),

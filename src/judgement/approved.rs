@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::budget::Allowance;
 use super::policies::Policies;
-use crate::dlp::Scanner;
+use crate::dlp::{Detectors, FoundIn, Scanner};
 use crate::net::dial::CheckedAddr;
 use crate::policy::{Decision, NormalPath, RequestPolicy, Target};
 use crate::session::Session;
@@ -39,6 +39,12 @@ pub(crate) struct Approved {
     pub budget: Allowance,
     /// A WebSocket handshake, forwarded with its upgrade (`crate::proxy::websocket`).
     pub websocket: bool,
+    /// The secret detectors in force for it: its body, messages and first bytes are
+    /// scanned with them (docs/reference/dlp.md).
+    pub detectors: Arc<Detectors>,
+    /// Where a secret was found and let through (`[dlp] action = "report"`): its
+    /// records then give neither its URL nor, found there, its name.
+    pub flagged: Option<FoundIn>,
 }
 
 impl Approved {

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::dlp::{Hit, Scanner};
+use crate::dlp::{FoundIn, Hit};
 use crate::policy::Target;
 use crate::session::{AuthError, Session};
 
@@ -35,10 +35,11 @@ pub(crate) struct Ask<'a> {
 }
 
 /// Bytes a listener read from its client besides the target, looked through for the
-/// canaries in the listener's own terms (where each part is: a URL, a header field).
+/// canaries and secret detectors in the listener's own terms (where each part is: a
+/// URL, a header field).
 pub(crate) trait Exposed {
-    /// The first canary `scanner` finds in them.
-    fn scan(&self, scanner: &Scanner) -> Option<Hit>;
+    /// The first hit `find` gives in them, each part with where it is.
+    fn scan(&self, find: &dyn Fn(&[u8], FoundIn) -> Option<Hit>) -> Option<Hit>;
 }
 
 /// The credentials a client presented, as its listener read them.

@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 
 use super::refusal::Refusal;
-use crate::dlp::{FoundIn, Scanner};
+use crate::dlp::{By, Detectors, FoundIn, Scanner};
 use crate::policy::{judge_first_bytes, FirstBytes};
 use crate::policy::{Target, Tunnels, Verdict};
 
@@ -108,25 +108,28 @@ pub(crate) async fn admit<R: AsyncRead + Unpin>(
     target: &Target,
     tunnels: &Tunnels,
     canaries: &[&Scanner],
+    detectors: &Detectors,
     timeout: Duration,
 ) -> Result<Vec<u8>, Refusal> {
     let (first, bytes) = first_bytes(client, upstream, timeout).await;
-    judge_first(&first, &bytes, target, tunnels, canaries)?;
+    judge_first(&first, &bytes, target, tunnels, canaries, detectors)?;
     Ok(bytes)
 }
 
 /// The verdict on a tunnel's first bytes, however they were read (from the tunnel, or
 /// peeked by the transparent listener): `Err` with the refusal. A server name, or
 /// first bytes as sent (a ClientHello, or the start of another protocol), that carry
-/// one of `canaries` are `exfiltration_detected` (docs/reference/dlp.md), whatever
-/// `[tunnels]` says of them; else `[tunnels]` judges (`sni_mismatch`; report mode
-/// refuses a tunnel's first bytes too: nothing of them is sent).
+/// one of `canaries` are `exfiltration_detected`, and one that carries a secret a
+/// detector refuses `secret_detected` (docs/reference/dlp.md: one only reported goes
+/// on), whatever `[tunnels]` says of them; else `[tunnels]` judges (`sni_mismatch`;
+/// report mode refuses a tunnel's first bytes too: nothing of them is sent).
 pub(crate) fn judge_first(
     first: &FirstBytes,
     bytes: &[u8],
     target: &Target,
     tunnels: &Tunnels,
     canaries: &[&Scanner],
+    detectors: &Detectors,
 ) -> Result<(), Refusal> {
     let name = match first {
         FirstBytes::Tls {
@@ -135,8 +138,14 @@ pub(crate) fn judge_first(
         _ => None,
     };
     let in_name = |c: &&Scanner| name.and_then(|n| c.scan_name(n, FoundIn::Sni));
+    let secret_in_name = || {
+        let hit = detectors.scan_name(name?, FoundIn::Sni)?;
+        (hit.by != By::Reported).then_some(hit)
+    };
     let hit = (canaries.iter().find_map(in_name))
-        .or_else(|| (canaries.iter()).find_map(|c| c.scan(bytes, FoundIn::FirstBytes)));
+        .or_else(secret_in_name)
+        .or_else(|| (canaries.iter()).find_map(|c| c.scan(bytes, FoundIn::FirstBytes)))
+        .or_else(|| detectors.scan_refused(bytes, FoundIn::FirstBytes));
     if let Some(hit) = hit {
         return Err(Refusal::exfiltration(hit, target));
     }

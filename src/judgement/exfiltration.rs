@@ -12,7 +12,7 @@ use super::policies::Policies;
 use super::refusal::Refusal;
 use super::state::State;
 use crate::audit::{new_request_id, Record};
-use crate::dlp::{FoundIn, Hit, Scanner};
+use crate::dlp::{By, FoundIn, Hit, Scanner};
 use crate::policy::{Host, Level, OnTrip};
 use crate::session::Session;
 
@@ -22,12 +22,28 @@ pub(super) fn scan(ask: &Ask<'_>, scanner: &Scanner, inside: bool) -> Option<Hit
     if scanner.is_empty() {
         return None;
     }
+    look(
+        ask,
+        inside,
+        |name, found_in| scanner.scan_name(name, found_in),
+        &|bytes, found_in| scanner.scan(bytes, found_in),
+    )
+}
+
+/// The first hit of `name` in `ask`'s target name (unless `inside` a tunnel), then of
+/// `bytes` in what else its listener read: the canaries' and the detectors' places.
+pub(super) fn look(
+    ask: &Ask<'_>,
+    inside: bool,
+    name: impl Fn(&str, FoundIn) -> Option<Hit>,
+    bytes: &dyn Fn(&[u8], FoundIn) -> Option<Hit>,
+) -> Option<Hit> {
     let in_name = match (&ask.target.host, &ask.what) {
-        (Host::Name(name), What::Name) => scanner.scan_name(name.as_str(), FoundIn::Dns),
-        (Host::Name(name), _) if !inside => scanner.scan_name(name.as_str(), FoundIn::Target),
+        (Host::Name(n), What::Name) => name(n.as_str(), FoundIn::Dns),
+        (Host::Name(n), _) if !inside => name(n.as_str(), FoundIn::Target),
         _ => None,
     };
-    in_name.or_else(|| ask.exposed.and_then(|e| e.scan(scanner)))
+    in_name.or_else(|| ask.exposed.and_then(|e| e.scan(bytes)))
 }
 
 /// What a tripped canary does under `policies` for `session`: the organization's
@@ -67,6 +83,10 @@ pub(crate) async fn end_session(
     let (OnTrip::EndSession, Some(session), Some(hit)) = (on_trip, session, &refusal.dlp) else {
         return;
     };
+    if hit.by != By::Canary {
+        // A secret detector refuses; only a canary ends a session.
+        return;
+    }
     let canary = &hit.id;
     match state.sessions.delete(&session.id).await {
         Ok(_) => {

@@ -15,14 +15,14 @@ use super::decide::decide_levels;
 use super::exfiltration;
 use super::hold::{self, Hold};
 use super::policies::Policies;
-use super::record::{audit_would_deny, Client};
+use super::record::{audit_flagged, audit_would_deny, Client};
 use super::refusal::{Failure, Refusal, Stop};
+use super::secrets;
 use super::state::State;
+use crate::dlp::By;
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
-use crate::policy::{
-    check_narrowing, Budget, Decision, Effective, Host, Reason, RequestPolicy, Verdict,
-};
+use crate::policy::{check_narrowing, Decision, Effective, Host, Reason, RequestPolicy, Verdict};
 use crate::session::{AuthError, Session, SessionPolicy};
 
 /// Judge `ask`, on a connection of its own or inside an intercepted tunnel: Ok with the
@@ -79,12 +79,19 @@ pub(crate) async fn judge(
         }
         Scope::Inside(tunnel) => [tunnel.header.as_deref(), header.as_deref()],
     };
-    let (levels, mut decision, mut judged, limit) =
-        decide_under(&policies, own_policy(&own), &headers, &ask).map_err(tag)?;
+    let levels = levels(&policies, own_policy(&own), &headers, target).map_err(tag)?;
+    // The secret detectors in force, before anything else may refuse (docs/reference/dlp.md).
+    let detectors = secrets::in_force(&policies, &levels);
+    let flagged = match secrets::scan(&ask, &detectors, inside) {
+        Some(hit) if hit.by == By::Reported => Some(hit),
+        Some(hit) => return Err(tag(Refusal::exfiltration(hit, target)).into()),
+        None => None,
+    };
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
     };
+    let (mut decision, mut judged, limit) = decide_levels(&eff, target, &ask.what).map_err(tag)?;
     // Set when a reviewer's approval let the request through: the policies they decided by.
     let mut approved_under = None;
     let held = match scope {
@@ -144,7 +151,7 @@ pub(crate) async fn judge(
     };
     drop(levels);
     let websocket = matches!(&ask.what, What::Request(r) if r.websocket);
-    Ok(Approved {
+    let approved = Approved {
         addrs,
         target: ask.target,
         decision,
@@ -159,7 +166,14 @@ pub(crate) async fn judge(
         judged,
         budget: allowance,
         websocket,
-    })
+        detectors,
+        flagged: flagged.as_ref().map(|h| h.found_in),
+    };
+    if let Some(hit) = flagged {
+        // Let through, and recorded: `[dlp] action = "report"`.
+        audit_flagged(state, client, &approved, hit, ask.url.map(|u| u()));
+    }
+    Ok(approved)
 }
 
 /// The judgement of a question without credentials that waits for nothing (a DNS
@@ -177,7 +191,18 @@ pub(crate) fn decide_now(
         return Err(Refusal::exfiltration(hit, &ask.target));
     }
     let header = narrowing(ask.narrowing, &ask.target)?;
-    let (_, decision, _, _) = decide_under(policies, None, &[header.as_deref(), None], ask)?;
+    let levels = levels(policies, None, &[header.as_deref(), None], &ask.target)?;
+    // A name with a secret is refused; one only reported is answered and recorded by
+    // its listener, as the refusal of `Err` would be (docs/reference/dlp.md).
+    let detectors = secrets::in_force(policies, &levels);
+    if let Some(hit) = secrets::scan(ask, &detectors, false) {
+        return Err(Refusal::exfiltration(hit, &ask.target));
+    }
+    let eff = Effective {
+        org: &policies.org,
+        levels: &levels,
+    };
+    let (decision, _, _) = decide_levels(&eff, &ask.target, &ask.what)?;
     Ok(decision)
 }
 
@@ -194,26 +219,6 @@ fn unaudited(refusing: bool, target: &Target) -> Result<(), Refusal> {
     )
     .with_detail("the audit log cannot be written; every request is refused until it can");
     Err(refusal)
-}
-
-/// Levels and decision found by [`decide_under`].
-type Decided<'p> = (Vec<&'p RequestPolicy>, Decision, Judged, Option<Budget>);
-
-/// Steps 3 and 4: the levels (those above the header for `session`, then each
-/// narrowing in order) and the decision under them.
-fn decide_under<'p>(
-    policies: &'p Policies,
-    session: Option<&'p RequestPolicy>,
-    narrowings: &[Option<&'p RequestPolicy>],
-    ask: &Ask<'_>,
-) -> Result<Decided<'p>, Refusal> {
-    let levels = levels(policies, session, narrowings, &ask.target)?;
-    let eff = Effective {
-        org: &policies.org,
-        levels: &levels,
-    };
-    let (decision, judged, limit) = decide_levels(&eff, &ask.target, &ask.what)?;
-    Ok((levels, decision, judged, limit))
 }
 
 /// Step 3: the request levels, then each narrowing header in order, checked to narrow

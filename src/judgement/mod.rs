@@ -18,6 +18,8 @@
 //!   step, then resolving and the address check. It ends in an [`approved::Approved`]
 //!   or a [`refusal::Stop`]. [`judge::decide_now`] is the same steps up to the decision,
 //!   for a listener that cannot wait (DNS).
+//! - [`exfiltration`] and [`secrets`]: the canaries' and the secret detectors' steps,
+//!   first of all: what a request carries that must not leave.
 //! - [`decide`]: step 4, the decision under the levels (by host and port, or by
 //!   method and path where rules say so).
 //! - [`hold`] and [`approvals`]: the approval step (a refusal a reviewer may lift, held
@@ -62,6 +64,7 @@ pub(crate) mod record;
 pub(crate) mod refusal;
 pub(crate) mod relayed;
 pub(crate) mod request;
+pub(crate) mod secrets;
 pub(crate) mod state;
 pub(crate) mod tunnel_counts;
 

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::dlp::Scanner;
+use crate::dlp::{Detectors, Scanner};
 use crate::policy::{check_narrowing, OrgPolicy, RequestPolicy, Widening};
 
 /// The policies in force. A reload builds a new one and swaps it in whole
@@ -25,6 +25,8 @@ pub(crate) struct Policies {
     pub credentials: crate::secrets::Credentials,
     /// The organization's canaries (`[canaries] values_file`), ready to look for.
     pub canaries: Arc<Scanner>,
+    /// The organization's secret detectors (`[dlp]`, and the credentials' values).
+    pub detectors: Arc<Detectors>,
 }
 
 impl Policies {
@@ -44,6 +46,7 @@ impl Policies {
             widening,
             credentials: Default::default(),
             canaries: Arc::default(),
+            detectors: Arc::default(),
         }
     }
 }

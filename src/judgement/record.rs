@@ -8,12 +8,13 @@ use std::net::SocketAddr;
 use super::approvals::{Outcome as ApprovalOutcome, Pending};
 use super::approved::{Approved, Judged};
 use super::ask::Method;
-use super::refusal::{Refusal, Stop};
+use super::refusal::{Refusal, Stop, REDACTED};
 use super::relayed::Relayed;
 use super::state::State;
 use crate::audit::{clip_url, new_request_id, Record, Trace, Via};
+use crate::dlp::{By, FoundIn, Hit};
 use crate::metrics::Outcome;
-use crate::policy::{Level, Target, Verdict};
+use crate::policy::{Level, Reason, Target, Verdict};
 
 /// What is being answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,6 +152,7 @@ pub(crate) async fn audit_refusal(
     url: Option<String>,
 ) {
     count(state, client, Outcome::Denied(refusal.reason));
+    count_secret(state, refusal);
     state
         .audit
         .write(refusal_record(client, refusal, "egress.denied", url))
@@ -166,9 +168,17 @@ pub(crate) fn audit_refusal_detached(
     url: Option<String>,
 ) {
     count(state, client, Outcome::Denied(refusal.reason));
+    count_secret(state, refusal);
     state
         .audit
         .write_detached(refusal_record(client, refusal, "egress.denied", url));
+}
+
+/// A secret detector's refusal, counted by detector (docs/reference/metrics.md).
+fn count_secret(state: &State, refusal: &Refusal) {
+    if let Some(hit) = refusal.dlp.as_deref().filter(|h| h.by != By::Canary) {
+        state.metrics.dlp_match(&hit.id, "refuse");
+    }
 }
 
 /// Write the `egress.would_deny` record of a denial report mode let through (it is
@@ -183,6 +193,30 @@ pub(crate) async fn audit_would_deny(
         .audit
         .write(refusal_record(client, refusal, "egress.would_deny", url))
         .await;
+}
+
+/// Write the `egress.flagged` record of a secret a detector found and `[dlp] action =
+/// "report"` let through (docs/reference/dlp.md): `secret_detected` at level `dlp`,
+/// with the hit, never the value. Counted in the detectors' metric.
+pub(crate) fn audit_flagged(
+    state: &State,
+    client: &Client,
+    approved: &Approved,
+    hit: Hit,
+    url: Option<String>,
+) {
+    state.metrics.dlp_match(&hit.id, "report");
+    let mut rec = approved_record("egress.flagged", client, approved, None, url, None);
+    if matches!(hit.found_in, FoundIn::Target | FoundIn::Dns | FoundIn::Sni) {
+        rec.host = REDACTED.to_string();
+    }
+    rec.url = None;
+    rec.url_truncated = false;
+    rec.reason = Some(Reason::SecretDetected.as_str());
+    rec.policy_level = Some(Level::Dlp.as_str());
+    rec.rule = None;
+    rec.dlp = Some(hit);
+    state.audit.write_detached(rec);
 }
 
 /// Write the audit record of an allowed connection (only with `--audit-allowed`). It is
@@ -219,7 +253,14 @@ fn approved_record(
     bytes: Option<(u64, u64)>,
 ) -> Record {
     let target = &approved.target;
-    let mut rec = record(event, client, target.host.to_string(), Some(target.port));
+    // A secret let through (`[dlp] action = "report"`): never its URL, nor a name that
+    // carried it (docs/reference/dlp.md).
+    let (host, url) = match approved.flagged {
+        Some(FoundIn::Target | FoundIn::Dns | FoundIn::Sni) => (REDACTED.to_string(), None),
+        Some(_) => (target.host.to_string(), None),
+        None => (target.host.to_string(), url),
+    };
+    let mut rec = record(event, client, host, Some(target.port));
     set_url(&mut rec, url);
     rec.session = approved.session.as_ref().map(|s| s.id.clone());
     rec.rule = approved.decision.rule.as_deref().map(str::to_owned);
@@ -295,6 +336,7 @@ pub(crate) fn audit_cut(
     bytes: (u64, u64),
 ) {
     count(state, client, Outcome::Denied(refusal.reason));
+    count_secret(state, refusal);
     let mut rec = refusal_record(client, refusal, "egress.denied", url);
     rec.bytes_up = Some(bytes.0);
     rec.bytes_down = Some(bytes.1);

@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::dlp::{FoundIn, Hit};
+use crate::dlp::{By, FoundIn, Hit};
 use crate::net::dial::DialError;
 use crate::policy::{Decision, Level, Reason, Target, Widening};
 use crate::session::{AuthError, Session};
@@ -67,19 +67,24 @@ impl Refusal {
         }
     }
 
-    /// The refusal of a request that carries a canary (docs/reference/dlp.md):
-    /// `exfiltration_detected` at level `dlp`. Found in the destination's name, the name
-    /// is not repeated anywhere (the record's and the answer's `host` say `[redacted]`).
+    /// The refusal of a request that carries a canary or a secret (docs/reference/dlp.md):
+    /// `exfiltration_detected` (a canary) or `secret_detected` (a detector) at level
+    /// `dlp`. Found in the destination's name, the name is not repeated anywhere (the
+    /// record's and the answer's `host` say `[redacted]`).
     pub(crate) fn exfiltration(hit: Hit, target: &Target) -> Refusal {
         let in_name = matches!(hit.found_in, FoundIn::Target | FoundIn::Dns | FoundIn::Sni);
         let host = match in_name {
             true => REDACTED.to_string(),
             false => target.host.to_string(),
         };
-        let mut refusal = Refusal::new(Reason::ExfiltrationDetected, host, target.port);
+        let (reason, what) = match hit.by {
+            By::Canary => (Reason::ExfiltrationDetected, "a canary"),
+            By::Secret | By::Reported => (Reason::SecretDetected, "a secret"),
+        };
+        let mut refusal = Refusal::new(reason, host, target.port);
         refusal.level = Some(Level::Dlp);
         refusal.detail = Some(format!(
-            "a canary ({}) was found in the request's {}",
+            "{what} ({}) was found in the request's {}",
             hit.id,
             hit.found_in.as_str()
         ));

@@ -29,6 +29,9 @@ pub(crate) fn report(sink: &mut Sink, problems: &[Problem], syntax: &str) {
                 let msg = format!("{list}: `{entry}`: {}", p.message);
                 (RuleId::InvalidPattern, msg, None)
             }
+            ProblemKind::UnboundedPattern { .. } => {
+                (RuleId::DlpPatternUnbounded, p.message.clone(), None)
+            }
             ProblemKind::Widening | ProblemKind::Invalid => continue,
         };
         at_problem(sink, rule, p, message, fix);

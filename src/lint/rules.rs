@@ -35,11 +35,12 @@ pub enum RuleId {
     MixedScript,
     CredentialPlainHttp,
     CanariesBlind,
+    DlpPatternUnbounded,
 }
 
 impl RuleId {
     /// Every rule, in the order of [`RULES`].
-    pub const ALL: [RuleId; 14] = [
+    pub const ALL: [RuleId; 15] = [
         RuleId::ParseError,
         RuleId::UnknownKey,
         RuleId::InvalidPattern,
@@ -54,6 +55,7 @@ impl RuleId {
         RuleId::MixedScript,
         RuleId::CredentialPlainHttp,
         RuleId::CanariesBlind,
+        RuleId::DlpPatternUnbounded,
     ];
 
     /// The id as CI configurations and SARIF consumers see it.
@@ -73,6 +75,7 @@ impl RuleId {
             RuleId::MixedScript => "mixed-script",
             RuleId::CredentialPlainHttp => "credential-plain-http",
             RuleId::CanariesBlind => "canaries-blind",
+            RuleId::DlpPatternUnbounded => "dlp-pattern-unbounded",
         }
     }
 
@@ -179,6 +182,12 @@ pub const RULES: [Rule; RuleId::ALL.len()] = [
         severity: Info,
         short: "Canaries set, and a host allowed without inspection",
         full: "The organization sets canaries (`[canaries]`), and allows a host whose tunnels are not inspected: the bytes inside such a TLS tunnel cannot be read, so a canary sent through it is not seen (only its target name, server name and first bytes are read). Inspect the hosts a secret could leave through (`inspect = true`), or accept that those doors are blind.",
+    },
+    Rule {
+        id: RuleId::DlpPatternUnbounded,
+        severity: Error,
+        short: "A secret pattern whose matches can be longer than 256 bytes",
+        full: "A `[[dlp.patterns]]` regex (or a request policy's `\"dlp\"` pattern) whose matches can be longer than 256 bytes: an unbounded repetition (`+`, `*`, `{n,}`) or a bounded one too long. A body or a WebSocket message is scanned piece by piece, holding back at most 255 bytes between pieces, so a longer match could pass unseen; the proxy refuses to load the file. Bound every repetition (`[0-9]{6}`, `[A-Za-z0-9]{20,40}`).",
     },
 ];
 

@@ -10,7 +10,7 @@ use hyper::Uri;
 use super::budgeted::Sent;
 use crate::judgement::approved::Approved;
 use crate::judgement::budget;
-use crate::judgement::record::{audit_allowed, audit_cut, inspected_url, Client};
+use crate::judgement::record::{audit_allowed, audit_cut, audit_flagged, inspected_url, Client};
 use crate::judgement::refusal::Refusal;
 use crate::judgement::State;
 
@@ -57,6 +57,10 @@ impl AllowedRecord {
         metrics.bytes_up.inc_by(up);
         metrics.bytes_down.inc_by(down);
         let (state, client, approved) = (&self.state, &self.client, &self.approved);
+        if let Some(hit) = self.sent.flagged.get() {
+            // A secret in the body, let through: recorded (docs/reference/dlp.md).
+            audit_flagged(state, client, approved, hit.clone(), None);
+        }
         if let Some(refusal) = self.tripped() {
             // One record, never the URL (docs/reference/dlp.md); the session ends.
             audit_cut(state, client, &refusal, None, (up, down));

@@ -56,6 +56,8 @@ pub(crate) struct Sent {
     pub bytes: AtomicU64,
     pub cut: AtomicBool,
     pub dlp: std::sync::OnceLock<crate::dlp::Hit>,
+    /// The first secret its body carried that `[dlp] action = "report"` let through.
+    pub flagged: std::sync::OnceLock<crate::dlp::Hit>,
 }
 
 /// A request body that draws its bytes from an [`Allowance`]: a data frame that does

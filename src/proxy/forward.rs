@@ -103,11 +103,10 @@ pub(super) fn prepare(
     });
     // Body bytes are scanned for canaries, then drawn from the upload budget as they
     // go; a body that carries one, or does not fit, is cut, and the upstream request.
-    let scanners = scanned::scanners(&approved);
-    let body = match scanners.is_empty() {
-        true => Budgeted::new(body, approved.budget.clone(), sent.clone()).boxed(),
-        false => {
-            let body = Scanned::new(body, scanners, sent.clone());
+    let body = match scanned::lookout(&approved) {
+        None => Budgeted::new(body, approved.budget.clone(), sent.clone()).boxed(),
+        Some(lookout) => {
+            let body = Scanned::new(body, lookout, sent.clone());
             Budgeted::new(body, approved.budget.clone(), sent.clone()).boxed()
         }
     };

@@ -12,7 +12,7 @@ use hyper::header::{
 };
 use hyper::{Method, Request, Version};
 
-use crate::dlp::{FoundIn, Hit, Scanner};
+use crate::dlp::{FoundIn, Hit};
 use crate::judgement::ask::{self, Ask, Credentials, Exposed, Narrowing, What};
 use crate::judgement::record::Asked;
 use crate::judgement::refusal::Refusal;
@@ -375,12 +375,12 @@ pub(crate) fn ask<'r, B: Sync>(
 /// A request's line and header fields, for the canaries: its path and query (the
 /// authority is the target, looked at by the judge), then each field's value.
 impl<B> Exposed for Request<B> {
-    fn scan(&self, scanner: &Scanner) -> Option<Hit> {
+    fn scan(&self, find: &dyn Fn(&[u8], FoundIn) -> Option<Hit>) -> Option<Hit> {
         let target = self.uri().path_and_query().map_or("", |p| p.as_str());
-        scanner.scan(target.as_bytes(), FoundIn::Url).or_else(|| {
+        find(target.as_bytes(), FoundIn::Url).or_else(|| {
             self.headers()
                 .values()
-                .find_map(|value| scanner.scan(value.as_bytes(), FoundIn::Header))
+                .find_map(|value| find(value.as_bytes(), FoundIn::Header))
         })
     }
 }

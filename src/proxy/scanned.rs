@@ -1,4 +1,4 @@
-//! A request body scanned for canaries as it is relayed upstream (docs/reference/dlp.md,
+//! A request body scanned for canaries and secrets as it is relayed upstream (docs/reference/dlp.md,
 //! "Bodies"): plain-HTTP requests and requests inside an intercepted tunnel (HTTP/1.1
 //! and h2), chunked or not. Each data frame is scanned with the bytes held back from
 //! the one before, and the last `hold` bytes (the longest form less one byte) are held
@@ -17,7 +17,7 @@ use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use super::allowed::AllowedRecord;
 use super::budgeted::Sent;
 use super::BoxError;
-use crate::dlp::{FoundIn, Hit, Scanner};
+use crate::dlp::{FoundIn, Hit, Lookout};
 use crate::judgement::approved::Approved;
 use crate::judgement::exfiltration;
 use crate::judgement::refusal::Refusal;
@@ -34,22 +34,19 @@ impl std::fmt::Display for Tripped {
 
 impl std::error::Error for Tripped {}
 
-/// The canaries in force for `approved`'s body: the organization's, and its session's.
-/// None in force: an empty list, made without allocating or touching a count.
-pub(crate) fn scanners(approved: &Approved) -> Vec<Arc<Scanner>> {
+/// What `approved`'s body is looked through for: the canaries in force (the
+/// organization's, and its session's) and its secret detectors. `None` when there is
+/// nothing, made without allocating.
+pub(crate) fn lookout(approved: &Approved) -> Option<Lookout> {
     let session = approved.session.as_ref().map(|s| &s.canaries);
-    [Some(&approved.policies.canaries), session]
-        .into_iter()
-        .flatten()
-        .filter(|s| !s.is_empty())
-        .cloned()
-        .collect()
+    let canaries = [Some(&approved.policies.canaries), session];
+    Lookout::new(canaries.into_iter().flatten().cloned(), &approved.detectors)
 }
 
 /// A body relayed through the scanners; see the module's doc.
 pub(crate) struct Scanned<B> {
     inner: B,
-    scanners: Vec<Arc<Scanner>>,
+    lookout: Lookout,
     hold: usize,
     /// The bytes held back: at most `hold`, scanned already, not yet sent.
     tail: Bytes,
@@ -61,12 +58,12 @@ pub(crate) struct Scanned<B> {
 }
 
 impl<B> Scanned<B> {
-    /// `inner` scanned by `scanners` (none empty; at least one), the hit kept in `sent`.
-    pub(crate) fn new(inner: B, scanners: Vec<Arc<Scanner>>, sent: Arc<Sent>) -> Self {
-        let hold = scanners.iter().map(|s| s.hold_back()).max().unwrap_or(0);
+    /// `inner` looked through by `lookout`, the hit kept in `sent`.
+    pub(crate) fn new(inner: B, lookout: Lookout, sent: Arc<Sent>) -> Self {
+        let hold = lookout.hold_back();
         Scanned {
             inner,
-            scanners,
+            lookout,
             hold,
             tail: Bytes::new(),
             trailers: None,
@@ -77,9 +74,7 @@ impl<B> Scanned<B> {
     }
 
     fn scan(&self, bytes: &[u8]) -> Option<Hit> {
-        self.scanners
-            .iter()
-            .find_map(|s| s.scan(bytes, FoundIn::Body))
+        self.lookout.scan(bytes, FoundIn::Body, &self.sent.flagged)
     }
 
     /// The first canary the tail and `data` together carry: `data` whole, and a match
@@ -238,7 +233,7 @@ impl AllowedRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dlp::Canary;
+    use crate::dlp::{Canary, Scanner};
     use http_body_util::{BodyExt, StreamBody};
 
     const VALUE: &str = "AKIAQ7EGRESSCANARY42";
@@ -255,7 +250,8 @@ mod tests {
             .map(|p| Ok(Frame::data(Bytes::copy_from_slice(p))))
             .collect();
         let inner = StreamBody::new(futures_util::stream::iter(frames));
-        let mut body = Scanned::new(inner, vec![scanner.clone()], Arc::new(Sent::default()));
+        let lookout = Lookout::new([scanner.clone()], &Arc::default()).unwrap();
+        let mut body = Scanned::new(inner, lookout, Arc::new(Sent::default()));
         let mut sent = Vec::new();
         while let Some(frame) = body.frame().await {
             match frame {

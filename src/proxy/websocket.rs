@@ -31,7 +31,7 @@ use super::{answer, Body};
 use crate::dlp::Hit;
 use crate::judgement::approved::Approved;
 use crate::judgement::budget::{self, Allowance};
-use crate::judgement::record::{audit_cut, audit_websocket, Client};
+use crate::judgement::record::{audit_cut, audit_flagged, audit_websocket, Client};
 use crate::judgement::State;
 use crate::tunnel::idle::Activity;
 
@@ -146,9 +146,8 @@ impl Open {
                 let activity = Activity::of(approved.session.clone());
                 let idle = state.limits.tunnel_idle_timeout;
                 let io = (TokioIo::new(from), TokioIo::new(to));
-                let scanners = scanned::scanners(approved);
-                let scan =
-                    (!scanners.is_empty()).then(|| (Upward::new(scanners), &record.sent.dlp));
+                let scan = scanned::lookout(approved)
+                    .map(|l| (Upward::new(l, record.sent.clone()), &record.sent.dlp));
                 let meters = (&approved.budget, up, &down, &activity);
                 tokio::select! {
                     relayed = both_ways(io, meters, scan) => relayed,
@@ -164,6 +163,10 @@ impl Open {
         let metrics = &state.metrics;
         metrics.bytes_up.inc_by(bytes.0);
         metrics.bytes_down.inc_by(bytes.1);
+        if let Some(hit) = record.sent.flagged.get() {
+            // A secret in a message, let through: recorded (docs/reference/dlp.md).
+            audit_flagged(state, client, approved, hit.clone(), None);
+        }
         if let Some(refusal) = record.tripped() {
             // A message carried a canary: the connection was closed before its last
             // byte went; one record, the session ended (docs/reference/dlp.md).

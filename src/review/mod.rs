@@ -63,6 +63,32 @@ struct Record {
     bytes_up: Option<u64>,
     #[serde(default)]
     bytes_down: Option<u64>,
+    #[serde(default)]
+    dlp: Option<Dlp>,
+}
+
+/// A record's `dlp` object (docs/reference/dlp.md): what was found, never the value.
+#[derive(Debug, Deserialize)]
+struct Dlp {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    found_in: String,
+}
+
+/// Canaries and secrets found, by what found them: shown before everything else.
+#[derive(Debug, Serialize)]
+pub struct SecretFound {
+    /// `egress.denied`, `egress.flagged` or `session.ended`.
+    pub event: String,
+    pub reason: String,
+    /// The canary's id, or the detector's or pattern's name.
+    pub id: String,
+    pub kind: String,
+    pub found_in: String,
+    pub count: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -129,6 +155,8 @@ pub struct Summary {
     pub first: Option<String>,
     pub last: Option<String>,
     pub warnings: Vec<String>,
+    /// Canaries tripped and secrets found (refused or flagged), most frequent first.
+    pub secrets_found: Vec<SecretFound>,
     pub events: Vec<Count>,
     pub denials: u64,
     pub denials_by_reason: Vec<Count>,
@@ -186,6 +214,8 @@ struct Acc {
     /// (ms, denied) per record, for the timeline.
     times: Vec<(i64, bool)>,
     suspicions: BTreeMap<(String, &'static str), SuspicionAcc>,
+    /// (event, reason, id, kind, found_in) of each record with a `dlp` object.
+    secrets: BTreeMap<(String, String, String, String, String), u64>,
 }
 
 fn client_ip(client: &str) -> String {
@@ -225,6 +255,17 @@ impl Acc {
         let allowed = r.event == "egress.allowed";
         if denied || allowed {
             self.times.push((ms, denied));
+        }
+        if let Some(d) = &r.dlp {
+            let reason = r.reason.clone().unwrap_or_default();
+            let key = (
+                r.event.clone(),
+                reason,
+                d.id.clone(),
+                d.kind.clone(),
+                d.found_in.clone(),
+            );
+            *self.secrets.entry(key).or_default() += 1;
         }
         let Some(host) = r.host.clone() else {
             return;
@@ -301,6 +342,19 @@ impl Acc {
             })
             .collect();
         suspected.sort_by(|a, b| b.count.cmp(&a.count).then(a.host.cmp(&b.host)));
+        let mut secrets: Vec<SecretFound> = self
+            .secrets
+            .into_iter()
+            .map(|((event, reason, id, kind, found_in), count)| SecretFound {
+                event,
+                reason,
+                id,
+                kind,
+                found_in,
+                count,
+            })
+            .collect();
+        secrets.sort_by_key(|f| std::cmp::Reverse(f.count));
         Summary {
             files,
             records: self.records,
@@ -310,6 +364,7 @@ impl Acc {
             first: first.map(time::format_utc),
             last: last.map(time::format_utc),
             warnings: self.warnings,
+            secrets_found: secrets,
             events: ranked(self.events, usize::MAX),
             denials: self.reasons.values().sum(),
             denials_by_reason: ranked(self.reasons, usize::MAX),

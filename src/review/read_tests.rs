@@ -163,3 +163,39 @@ fn suggest_and_replay_say_the_same_of_both_formats() {
     assert_eq!(a, b);
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn summarize_shows_secrets_found_first() {
+    let dir = std::env::temp_dir().join(format!("egress-review-dlp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("audit.jsonl");
+    let line = |event: &str, reason: &str, id: &str| {
+        format!(
+            r#"{{"ts":"2026-12-06T00:00:00.000Z","event":"{event}","host":"a.test","reason":"{reason}","dlp":{{"id":"{id}","kind":"detector","encoding":"plain","found_in":"header"}}}}"#
+        )
+    };
+    let text = [
+        line("egress.denied", "secret_detected", "github_token"),
+        line("egress.denied", "secret_detected", "github_token"),
+        line("egress.flagged", "secret_detected", "jwt"),
+    ]
+    .join("\n");
+    std::fs::write(&log, text).unwrap();
+    let s = super::super::summarize(&[&log], None).unwrap();
+    let found: Vec<(&str, &str, u64)> = s
+        .secrets_found
+        .iter()
+        .map(|f| (f.event.as_str(), f.id.as_str(), f.count))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("egress.denied", "github_token", 2),
+            ("egress.flagged", "jwt", 1)
+        ]
+    );
+    let shown = super::super::text::render(&s);
+    let secrets = shown.find("Secrets found").expect("a section");
+    assert!(secrets < shown.find("Events").unwrap(), "{shown}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -23,6 +23,17 @@ pub fn render(s: &Summary) -> String {
     for w in &s.warnings {
         let _ = writeln!(o, "  warning: {w}");
     }
+    if !s.secrets_found.is_empty() {
+        // First: a canary tripped or a secret found is an incident (docs/reference/dlp.md).
+        let _ = writeln!(o, "\nSecrets found (canaries and detectors)");
+        for f in &s.secrets_found {
+            let _ = writeln!(
+                o,
+                "  {:>8}  {} {} {} ({}) in {}",
+                f.count, f.event, f.reason, f.id, f.kind, f.found_in
+            );
+        }
+    }
     let _ = writeln!(o, "\nEvents");
     for c in &s.events {
         let _ = writeln!(o, "  {:>8}  {}", c.count, c.name);

@@ -314,7 +314,14 @@ async fn tunnel_redirected(
     };
     let tunnels = approved.policies.org.tunnels();
     let canaries = approved.canaries();
-    let judged = client_hello::judge_first(&first, &bytes, &approved.target, tunnels, &canaries);
+    let judged = client_hello::judge_first(
+        &first,
+        &bytes,
+        &approved.target,
+        tunnels,
+        &canaries,
+        &approved.detectors,
+    );
     if let Err(refusal) = judged {
         let refusal = refusal.in_session(&approved.session);
         let on_trip = exfiltration::on_trip(&approved.policies, approved.session.as_ref());

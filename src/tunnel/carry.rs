@@ -51,8 +51,17 @@ async fn admit_first(
     let (target, tunnels) = (&approved.target, approved.policies.org.tunnels());
     let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
     let canaries = approved.canaries();
-    let first =
-        client_hello::admit(&mut downstream, &upstream, target, tunnels, &canaries, wait).await?;
+    let detectors = &approved.detectors;
+    let first = client_hello::admit(
+        &mut downstream,
+        &upstream,
+        target,
+        tunnels,
+        &canaries,
+        detectors,
+        wait,
+    )
+    .await?;
     if matches!(approved.judged, Judged::Intercept) {
         // Each request inside pays the budget for its own body.
         (of.inspect

@@ -71,6 +71,7 @@ fn every_rule_fires_on_its_fixture_with_position_and_exit_code() {
         ("mixed-script.toml",            "mixed-script",           "warning", 2, 35),
         ("credential-plain-http.toml",   "credential-plain-http",  "warning", 2, 29),
         ("canaries-blind.toml",          "canaries-blind",         "info",    2, 20),
+        ("dlp-pattern-unbounded.toml",   "dlp-pattern-unbounded",  "error",   8, 9),
     ];
     for (file, rule, severity, line, column) in cases {
         let path = format!("{BAD}/{file}");

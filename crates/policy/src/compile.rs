@@ -16,6 +16,7 @@
 use crate::compiled::{OrgPolicy, OrgSpans, RequestPolicy, RequestSpans};
 
 mod credentials;
+mod dlp;
 mod entry;
 mod json;
 mod limits;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
+use crate::dlp::{Dlp, DlpAction};
 use crate::file::DEFAULT_PORTS;
 use crate::host::HostName;
 
@@ -65,6 +66,8 @@ pub struct OrgPolicy {
     pub(crate) upload_bytes: Option<u64>,
     /// `[canaries]`: the values' file, read by the loader, and what a trip does.
     pub(crate) canaries: Canaries,
+    /// `[dlp]`: the secret detectors of every request, and what a match does.
+    pub(crate) dlp: Dlp,
 }
 
 /// `[canaries]` (docs/reference/dlp.md): values planted in sandboxes that no legitimate
@@ -158,6 +161,16 @@ impl OrgPolicy {
         &self.canaries
     }
 
+    /// `[dlp]` (docs/reference/dlp.md, "Secret detectors").
+    pub fn dlp(&self) -> &Dlp {
+        &self.dlp
+    }
+
+    /// `[dlp] action`: `refuse` unless the file says `report`.
+    pub fn dlp_action(&self) -> DlpAction {
+        self.dlp.action.unwrap_or_default()
+    }
+
     /// What a file that sets nothing means (and what a file that does not read gives).
     pub(crate) fn empty(source: &str) -> OrgPolicy {
         OrgPolicy {
@@ -176,6 +189,7 @@ impl OrgPolicy {
             credentials: Vec::new(),
             upload_bytes: None,
             canaries: Canaries::default(),
+            dlp: Dlp::default(),
         }
     }
 }
@@ -193,6 +207,8 @@ pub enum RequestPolicy {
         cidrs: Option<Vec<IpNet>>,
         /// `max_upload_bytes`: this level's upload budget (`None`: the level above's).
         max_upload_bytes: Option<u64>,
+        /// `"dlp"`: the detectors this level adds, and its action (`None`: none set).
+        dlp: Option<Arc<Dlp>>,
         /// Can be written only here, so only the compiler makes an allowlist.
         sealed: Sealed,
     },
@@ -230,6 +246,8 @@ pub struct RequestSpans {
     pub allowed_cidrs: Vec<Written>,
     /// Where `max_upload_bytes` was written, when it was.
     pub max_upload_bytes: Option<usize>,
+    /// Where `"dlp"` was written, when it was.
+    pub dlp: Option<usize>,
 }
 
 /// A CIDR entry: where, and the text as written (the policy keeps the network only).

@@ -9,6 +9,7 @@ use ipnet::IpNet;
 
 use super::budget::{budget_text, budget_widening};
 use super::compiled::{DomainSet, OrgPolicy, RequestPolicy, RequestSpans};
+use super::dlp::DlpAction;
 use super::host::{DomainEntry, DomainPattern};
 use super::rules::rules_widen;
 
@@ -159,7 +160,39 @@ pub(crate) fn widening(
         }
     }
     out.extend(budget_widening(org, uppers, req));
+    out.extend(dlp_widening(org, uppers, req));
     out
+}
+
+/// How a request level's `"dlp"` action is named in widening entries.
+const DLP_REPORT: &str = "dlp.action = \"report\"";
+
+/// A request level's `"dlp": {"action": "report"}` under a level that refuses
+/// (docs/reference/dlp.md): a level may add detectors, never turn `refuse` into `report`.
+fn dlp_widening(
+    org: &OrgPolicy,
+    uppers: &[&RequestPolicy],
+    req: &RequestPolicy,
+) -> Option<(String, String)> {
+    if dlp_action(req) != Some(DlpAction::Report) {
+        return None;
+    }
+    let why = match org.dlp_action() {
+        DlpAction::Refuse => "the organization refuses secrets ([dlp] action = \"refuse\")",
+        DlpAction::Report => uppers
+            .iter()
+            .any(|u| dlp_action(u) == Some(DlpAction::Refuse))
+            .then_some("the level above refuses secrets (its dlp.action is \"refuse\")")?,
+    };
+    Some((DLP_REPORT.to_string(), why.to_string()))
+}
+
+/// A request level's `"dlp"` action, when it sets one.
+pub fn dlp_action(level: &RequestPolicy) -> Option<DlpAction> {
+    match level {
+        RequestPolicy::Allowlist { dlp: Some(d), .. } => d.action,
+        _ => None,
+    }
 }
 
 fn within(nets: &[IpNet], net: &IpNet) -> bool {
@@ -184,7 +217,7 @@ fn cidr_widening(org: &OrgPolicy, uppers: &[&RequestPolicy], net: &IpNet) -> Opt
 /// An entry of a request policy that widens the organization policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Widened {
-    /// `allowed_domains`, `allowed_cidrs` or `max_upload_bytes`.
+    /// `allowed_domains`, `allowed_cidrs`, `max_upload_bytes` or `dlp`.
     pub key: &'static str,
     /// The entry: as written for a domain, the network for a CIDR, `max_upload_bytes = N`
     /// for a budget.
@@ -227,8 +260,10 @@ pub fn widened(org: &OrgPolicy, policy: &RequestPolicy, spans: &RequestSpans) ->
         let at = spans.max_upload_bytes.unwrap_or(0);
         ("max_upload_bytes", budget_text(n), at)
     });
+    let dlp = (dlp_action(policy) == Some(DlpAction::Report))
+        .then(|| ("dlp", DLP_REPORT.to_string(), spans.dlp.unwrap_or(0)));
     let mut out = Vec::new();
-    for (key, text, at) in domains.chain(cidrs).chain(budget) {
+    for (key, text, at) in domains.chain(cidrs).chain(budget).chain(dlp) {
         if let Some((_, why)) = found.next_if(|(entry, _)| *entry == text) {
             out.push(Widened { key, text, why, at });
         }

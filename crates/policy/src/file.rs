@@ -13,7 +13,7 @@ pub const VERSION: i64 = 1;
 pub const DEFAULT_PORTS: [u16; 2] = [80, 443];
 
 /// The keys of the organization file's top level, in the order the compiler takes them.
-pub const ORG_KEYS: [&str; 13] = [
+pub const ORG_KEYS: [&str; 14] = [
     "version",
     "name",
     "mode",
@@ -27,6 +27,7 @@ pub const ORG_KEYS: [&str; 13] = [
     "credentials",
     "limits",
     "canaries",
+    "dlp",
 ];
 
 /// The keys of one `[[credentials]]` table.
@@ -41,15 +42,22 @@ pub const TUNNELS_KEYS: [&str; 2] = ["require_tls", "require_sni"];
 /// The keys of `[canaries]` (docs/reference/dlp.md).
 pub const CANARIES_KEYS: [&str; 2] = ["values_file", "on_trip"];
 
+/// The keys of `[dlp]` and of a request policy's `"dlp"` (docs/reference/dlp.md).
+pub const DLP_KEYS: [&str; 3] = ["detectors", "action", "patterns"];
+
+/// The keys of one `[[dlp.patterns]]` table.
+pub const DLP_PATTERN_KEYS: [&str; 2] = ["name", "regex"];
+
 /// The keys of `[limits]`.
 pub const LIMITS_KEYS: [&str; 1] = ["upload_bytes"];
 
 /// The keys of a request policy (a JSON file, or the inline `default_network_policy`).
-pub const POLICY_KEYS: [&str; 4] = [
+pub const POLICY_KEYS: [&str; 5] = [
     "type",
     "allowed_domains",
     "allowed_cidrs",
     "max_upload_bytes",
+    "dlp",
 ];
 
 /// The keys of a request policy of `"type": "disabled"`: nothing but the type.

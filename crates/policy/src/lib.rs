@@ -16,7 +16,7 @@
 //! # Modules
 //!
 //! Each imports only modules before it in this order, so there is no import circle:
-//! `file`, `path`, `address`, `verdict`; `rules`, `host`; `compiled` (the types);
+//! `file`, `path`, `address`, `verdict`, `dlp`; `rules`, `host`; `compiled` (the types);
 //! `interception`, `budget`, `steps`, `shared_hosting`, `request_rules`; `cover` (the
 //! covering law); `compile` (the compiler, which needs the law: a
 //! `default_network_policy` that widens is a problem of the file); `decide`; `names`,
@@ -32,6 +32,8 @@
 //!   entries of a file that widen, where they are written (for `lint`).
 //! - [`decide`](mod@decide): [`decide()`] and [`check_address`], returning a [`Decision`];
 //!   [`explain()`] is the same decision with its [`Step`]s, for `check --explain`.
+//! - [`dlp`]: the secret detectors: built-in ([`Builtin`]) and patterns, each a bounded
+//!   regex ([`Detector`]), and what a match does ([`DlpAction`]).
 //! - [`verdict`]: the [`Decision`], its [`Verdict`] (carrying the [`Reason`]) and
 //!   [`Level`].
 //! - [`steps`]: the steps a decision records when asked to.
@@ -55,6 +57,7 @@ pub mod compile;
 pub mod compiled;
 pub mod cover;
 pub mod decide;
+pub mod dlp;
 pub mod file;
 pub mod first_bytes;
 pub mod host;
@@ -77,6 +80,7 @@ pub use cover::{check_narrowing, widened, Widened, Widening};
 pub use decide::{
     check_address, decide, decide_request, explain, explain_request, Effective, Http, Target,
 };
+pub use dlp::{Builtin, Detector, Dlp, DlpAction, PatternError, MAX_MATCH};
 pub use first_bytes::{judge_first_bytes, FirstBytes};
 pub use host::{DomainEntry, DomainPattern, EntryError, Host, HostError, HostName};
 pub use names::decide_any_port;

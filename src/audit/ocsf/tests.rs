@@ -162,6 +162,7 @@ fn report_mode_and_sessions_keep_their_event() {
         kind: "aws".into(),
         encoding: crate::dlp::Encoding::Base64,
         found_in: crate::dlp::FoundIn::Header,
+        by: crate::dlp::By::Canary,
     });
     let e = event(&rec);
     assert_eq!(e["class_uid"], 4001);

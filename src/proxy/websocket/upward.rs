@@ -9,7 +9,8 @@
 
 use std::sync::Arc;
 
-use crate::dlp::{FoundIn, Hit, Scanner};
+use super::super::budgeted::Sent;
+use crate::dlp::{FoundIn, Hit, Lookout};
 
 /// Where the reader is in the client's stream of frames.
 enum At {
@@ -28,7 +29,7 @@ enum At {
 
 /// The scan of the bytes a client sends upstream on a WebSocket.
 pub(super) struct Upward {
-    scanners: Vec<Arc<Scanner>>,
+    lookout: Lookout,
     hold: usize,
     at: At,
     /// The unmasked bytes of the current data message not yet scanned, after the last
@@ -41,6 +42,8 @@ pub(super) struct Upward {
     in_message: bool,
     /// Raw bytes read and scanned, not yet sent.
     held: Vec<u8>,
+    /// Where the first secret `[dlp] action = "report"` let through is kept.
+    sent: Arc<Sent>,
 }
 
 /// The length of a header starting with `b0 b1`: 2, with the extended length and mask.
@@ -54,11 +57,12 @@ fn header_len(b1: u8) -> usize {
 }
 
 impl Upward {
-    /// The scan for `scanners` (none empty, at least one).
-    pub(super) fn new(scanners: Vec<Arc<Scanner>>) -> Upward {
-        let hold = scanners.iter().map(|s| s.hold_back()).max().unwrap_or(0);
+    /// The scan for `lookout`; a secret only reported goes to `flagged`.
+    pub(super) fn new(lookout: Lookout, sent: Arc<Sent>) -> Upward {
+        let hold = lookout.hold_back();
         Upward {
-            scanners,
+            lookout,
+            sent,
             hold,
             at: At::Header(Vec::with_capacity(14)),
             message: Vec::new(),
@@ -69,8 +73,8 @@ impl Upward {
     }
 
     fn scan(&self, bytes: &[u8]) -> Option<Hit> {
-        let found = |s: &Arc<Scanner>| s.scan(bytes, FoundIn::Websocket);
-        self.scanners.iter().find_map(found)
+        self.lookout
+            .scan(bytes, FoundIn::Websocket, &self.sent.flagged)
     }
 
     /// Take `raw`, bytes the client sent: the bytes that may go upstream now, or the
@@ -201,13 +205,14 @@ impl Upward {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dlp::Canary;
+    use crate::dlp::{Canary, Scanner};
 
     const VALUE: &[u8] = b"AKIAQ7EGRESSCANARY42";
 
     fn upward() -> Upward {
         let canary = Canary::new("c1", "generic", VALUE.to_vec());
-        Upward::new(vec![Arc::new(Scanner::new(&[canary]))])
+        let lookout = Lookout::new([Arc::new(Scanner::new(&[canary]))], &Arc::default());
+        Upward::new(lookout.unwrap(), Arc::default())
     }
 
     /// A masked client frame: `opcode`, FIN or not, carrying `payload`.

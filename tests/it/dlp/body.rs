@@ -31,7 +31,7 @@ async fn sink_and_proxy(tag: &str) -> (Sink, Proxy) {
 
 /// `POST` a body through the proxy in `pieces`, each its own TCP write a little apart;
 /// `chunked` frames each piece as one chunk. The answer (or `None`: closed unanswered).
-async fn post(
+pub(super) async fn post(
     proxy: &Proxy,
     port: u16,
     extra: &str,

@@ -7,6 +7,7 @@
 
 mod body;
 mod canaries;
+mod detectors;
 mod fleet;
 mod inspected;
 mod session;

@@ -2,7 +2,9 @@
 //! written, every problem with its kind, and the loaders agreeing with it.
 
 use super::*;
-use crate::file::{CANARIES_KEYS, LIMITS_KEYS, ORG_KEYS, SHARED_HOSTING_KEYS, TUNNELS_KEYS};
+use crate::file::{
+    CANARIES_KEYS, DLP_KEYS, LIMITS_KEYS, ORG_KEYS, SHARED_HOSTING_KEYS, TUNNELS_KEYS,
+};
 use crate::host::EntryError;
 
 /// The text at a span: where an entry's literal starts.
@@ -109,7 +111,7 @@ fn every_known_key_is_read() {
     let mut text = String::new();
     for key in ORG_KEYS
         .iter()
-        .filter(|k| !["shared_hosting", "tunnels", "limits", "canaries"].contains(k))
+        .filter(|k| !["shared_hosting", "tunnels", "limits", "canaries", "dlp"].contains(k))
     {
         text += &format!("{key} = {{}}\n");
     }
@@ -118,6 +120,7 @@ fn every_known_key_is_read() {
         ("tunnels", &TUNNELS_KEYS),
         ("limits", &LIMITS_KEYS),
         ("canaries", &CANARIES_KEYS),
+        ("dlp", &DLP_KEYS),
     ] {
         text += &format!("[{table}]\n");
         for key in keys {
@@ -125,15 +128,15 @@ fn every_known_key_is_read() {
         }
     }
     let problems = OrgPolicy::compile_toml(&text, "org.toml").problems;
-    assert_eq!(problems.len(), ORG_KEYS.len() - 4 + 7, "{problems:#?}");
+    assert_eq!(problems.len(), ORG_KEYS.len() - 5 + 10, "{problems:#?}");
     assert!(
         problems.iter().all(|p| p.kind == ProblemKind::Invalid),
         "{problems:#?}"
     );
     let request = r#"{"type": "allowlist", "allowed_domains": {}, "allowed_cidrs": {},
-        "max_upload_bytes": {}}"#;
+        "max_upload_bytes": {}, "dlp": []}"#;
     let problems = RequestPolicy::compile_json(request, "p.json").problems;
-    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert_eq!(problems.len(), 4, "{problems:#?}");
     assert!(problems.iter().all(|p| p.kind == ProblemKind::Invalid));
 }
 

@@ -25,7 +25,7 @@ pub(super) fn compile<'a, N: Node<'a>>(
         return (org, spans);
     };
     t.unknown(p, "", &ORG_KEYS);
-    let [version, name, mode, allowed, denied, ports, cidrs, default, shared, tunnels, creds, limits, canaries] =
+    let [version, name, mode, allowed, denied, ports, cidrs, default, shared, tunnels, creds, limits, canaries, dlp] =
         t.take(&ORG_KEYS);
     match version {
         // The document's start.
@@ -99,6 +99,9 @@ pub(super) fn compile<'a, N: Node<'a>>(
         if let Some(RawOnTrip::Refuse) = on_trip.and_then(|n| node::variant(p, n)) {
             org.canaries.on_trip = OnTrip::Refuse;
         }
+    }
+    if let Some(d) = dlp {
+        org.dlp = super::dlp::compile(p, d, "dlp.");
     }
     // Before the default policy, whose budget may not exceed it.
     org.upload_bytes = limits.and_then(|l| super::limits::compile(p, l));

@@ -53,6 +53,12 @@ pub enum ProblemKind {
         /// The list's name as messages give it.
         list: String,
     },
+    /// A `[[dlp.patterns]]` regex whose matches can be longer than 256 bytes
+    /// (docs/reference/dlp.md): the stream could not be held back enough to see it.
+    UnboundedPattern {
+        /// The pattern's name.
+        name: String,
+    },
     /// The organization's `default_network_policy` names what the organization does not
     /// allow. Checked only when nothing else is wrong with the file.
     Widening,

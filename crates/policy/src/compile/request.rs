@@ -32,7 +32,7 @@ pub(super) fn compile<'a, N: Node<'a>>(
     let Some(t) = node::table(p, node, "a table") else {
         return (RequestPolicy::Disabled, spans);
     };
-    let [kind, domains, cidrs, budget] = t.take(&POLICY_KEYS);
+    let [kind, domains, cidrs, budget, dlp] = t.take(&POLICY_KEYS);
     let kind = match kind {
         None => {
             p.invalid(t.at, missing("type"));
@@ -85,10 +85,15 @@ pub(super) fn compile<'a, N: Node<'a>>(
         spans.max_upload_bytes = b.at().or(t.at);
         super::limits::byte_count(p, b)
     });
+    let dlp = dlp.map(|d| {
+        spans.dlp = d.at().or(t.at);
+        std::sync::Arc::new(super::dlp::compile(p, d, "dlp."))
+    });
     let policy = RequestPolicy::Allowlist {
         domains,
         cidrs,
         max_upload_bytes,
+        dlp: dlp.filter(|d| !d.is_empty()),
         sealed: Sealed(()),
     };
     (policy, spans)
