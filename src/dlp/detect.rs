@@ -98,7 +98,8 @@ impl Detectors {
         }
     }
 
-    /// These detectors and `more` rules, all with the action `report`.
+    /// These detectors and `more` rules (a name already in force is kept once), all
+    /// with one action: `report` when set, else `refuse`.
     pub(crate) fn with(&self, more: impl IntoIterator<Item = Rule>, report: bool) -> Detectors {
         let mut rules = self.rules.clone();
         for rule in more {

@@ -70,21 +70,12 @@ async fn a_sessions_canary_in_a_tunnels_first_bytes_closes_it_unsent_and_ends_it
     let closed = tunnel(&proxy, origin.port(), &auth, first.as_bytes()).await;
     assert_eq!(closed, Err(()), "closed unsent");
     assert_eq!(origin.hits(), 1, "nothing more reached the origin");
-    let record = proxy
-        .wait_audit(
-            |r| r["reason"] == "exfiltration_detected",
-            Duration::from_secs(5),
-        )
-        .await;
+    let record = tripped(&proxy).await;
     assert_eq!(record["dlp"]["found_in"], "first_bytes", "{record}");
     assert_eq!(record["dlp"]["id"], "c1", "{record}");
     assert_eq!(record["session"], tripping.as_str(), "{record}");
-    proxy
-        .wait_audit(|r| r["event"] == "session.ended", Duration::from_secs(5))
-        .await;
     let url = format!("http://allowed.test:{}/", origin.port());
-    let after = get_via_proxy(proxy.addr, &url, &[("proxy-authorization", &auth)]).await;
-    assert_eq!(after.status, 407, "the session ended: {}", after.text());
+    session_ended(&proxy, &url, &auth).await;
     assert!(!proxy.audit_text().contains(OWN));
 }
 
@@ -104,24 +95,35 @@ async fn a_sessions_canary_in_a_tunnels_server_name_is_exfiltration_not_a_mismat
         .wait_audit(|r| r["reason"] == "sni_mismatch", Duration::from_secs(5))
         .await;
     assert_eq!(tunnel(&proxy, origin.port(), &auth, &hello).await, Err(()));
-    let record = proxy
-        .wait_audit(
-            |r| r["reason"] == "exfiltration_detected",
-            Duration::from_secs(5),
-        )
-        .await;
+    let record = tripped(&proxy).await;
     assert_eq!(record["dlp"]["found_in"], "sni", "{record}");
     assert_eq!(record["dlp"]["encoding"], "hex", "{record}");
     assert_eq!(record["session"], tripping.as_str(), "{record}");
-    proxy
-        .wait_audit(|r| r["event"] == "session.ended", Duration::from_secs(5))
-        .await;
     let url = format!("http://allowed.test:{}/", origin.port());
-    let after = get_via_proxy(proxy.addr, &url, &[("proxy-authorization", &auth)]).await;
-    assert_eq!(after.status, 407, "the session ended: {}", after.text());
+    session_ended(&proxy, &url, &auth).await;
     let still = get_via_proxy(proxy.addr, &url, &[("proxy-authorization", &other)]).await;
     assert_eq!(still.status, 200, "the other goes on: {}", still.text());
     assert_eq!(origin.hits(), 1);
     // The control's mismatch names the server name; the canary's record never does.
     assert!(!record.to_string().contains(a), "{record}");
+}
+
+/// The one `exfiltration_detected` record a trip writes.
+async fn tripped(proxy: &Proxy) -> serde_json::Value {
+    proxy
+        .wait_audit(
+            |r| r["reason"] == "exfiltration_detected",
+            Duration::from_secs(5),
+        )
+        .await
+}
+
+/// The tripping session was ended: its `session.ended` record, and 407 for its next
+/// request.
+async fn session_ended(proxy: &Proxy, url: &str, auth: &str) {
+    proxy
+        .wait_audit(|r| r["event"] == "session.ended", Duration::from_secs(5))
+        .await;
+    let after = get_via_proxy(proxy.addr, url, &[("proxy-authorization", auth)]).await;
+    assert_eq!(after.status, 407, "the session ended: {}", after.text());
 }
