@@ -214,13 +214,9 @@ async fn a_request_policy_adds_a_detector_and_may_not_turn_refuse_into_report() 
     assert_eq!(answer.status, 403);
     assert_eq!(answer.json()["error"]["reason"], "policy_widening");
     let widened = proxy
-        .audit_lines()
-        .into_iter()
-        .find(|r| r["reason"] == "policy_widening");
-    let rule = widened.expect("recorded")["rule"]
-        .as_str()
-        .unwrap()
-        .to_string();
+        .wait_audit(|r| r["reason"] == "policy_widening", Duration::from_secs(5))
+        .await;
+    let rule = widened["rule"].as_str().unwrap().to_string();
     assert!(rule.contains("dlp.action = \"report\""), "{rule}");
     // A narrowing that adds a pattern works on the same request.
     let adds = r#"{"type": "allowlist", "allowed_domains": ["allowed.test"], "dlp": {"patterns": [{"name": "ticket", "regex": "TKT-[0-9]{5}"}]}}"#;
