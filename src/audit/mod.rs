@@ -208,33 +208,70 @@ fn strip_userinfo(url: &str) -> String {
     }
 }
 
-/// A new request id, 32 hex digits: a random per-process prefix (or, should the system's
-/// random source fail, the start time and process id) and a process-wide counter, so ids
-/// are unique within a process and across restarts.
-pub(crate) fn new_request_id() -> String {
-    static PREFIX: OnceLock<u64> = OnceLock::new();
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    // One random draw per process, not per request: a request id must be unique, not
-    // secret, and a getrandom call on every request showed in the load profile.
-    let prefix = *PREFIX.get_or_init(|| {
-        let mut bytes = [0u8; 8];
-        if getrandom::fill(&mut bytes).is_err() {
-            let nanos = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos() as u64;
-            bytes = (nanos ^ u64::from(std::process::id()).rotate_left(32)).to_be_bytes();
-        }
-        u64::from_be_bytes(bytes)
-    });
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let id = (u128::from(prefix) << 64) | u128::from(n);
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut text = [0u8; 32];
-    for (i, digit) in text.iter_mut().enumerate() {
-        *digit = HEX[((id >> (4 * (31 - i))) & 0xf) as usize];
+/// A request's id: 32 hex digits when shown, a random per-process prefix (or, should the
+/// system's random source fail, the start time and process id) and a process-wide
+/// counter, so ids are unique within a process and across restarts.
+///
+/// Kept as the number and written out only where it is shown (a record, an answer, a log
+/// line): an allowed request that writes no record never formats or allocates one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RequestId(u128);
+
+impl RequestId {
+    pub(crate) fn new() -> RequestId {
+        static PREFIX: OnceLock<u64> = OnceLock::new();
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        // One random draw per process, not per request: a request id must be unique, not
+        // secret, and a getrandom call on every request showed in the load profile.
+        let prefix = *PREFIX.get_or_init(|| {
+            let mut bytes = [0u8; 8];
+            if getrandom::fill(&mut bytes).is_err() {
+                let nanos = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_nanos() as u64;
+                bytes = (nanos ^ u64::from(std::process::id()).rotate_left(32)).to_be_bytes();
+            }
+            u64::from_be_bytes(bytes)
+        });
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        RequestId((u128::from(prefix) << 64) | u128::from(n))
     }
-    String::from_utf8(text.to_vec()).expect("hex digits are ASCII")
+
+    /// The 32 hex digits.
+    fn digits(self) -> [u8; 32] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut text = [0u8; 32];
+        for (i, digit) in text.iter_mut().enumerate() {
+            *digit = HEX[((self.0 >> (4 * (31 - i))) & 0xf) as usize];
+        }
+        text
+    }
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let digits = self.digits();
+        f.write_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"))
+    }
+}
+
+impl std::fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+impl Serialize for RequestId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let digits = self.digits();
+        s.serialize_str(std::str::from_utf8(&digits).expect("hex digits are ASCII"))
+    }
+}
+
+/// A new request id, as text (for what is shown at once: a reload, an approval).
+pub(crate) fn new_request_id() -> String {
+    RequestId::new().to_string()
 }
 
 #[cfg(test)]

@@ -267,7 +267,7 @@ impl Listener {
         let client = || {
             Client::new(peer, Asked::Dns)
                 .via(Via::Dns)
-                .traced(state, None)
+                .traced(state, || None)
         };
         let record = match judged {
             Settled::Allowed => {

@@ -11,7 +11,7 @@ use super::ask::Method;
 use super::refusal::{Refusal, Stop, REDACTED};
 use super::relayed::Relayed;
 use super::state::State;
-use crate::audit::{clip_url, new_request_id, Record, Trace, Via};
+use crate::audit::{clip_url, Record, RequestId, Trace, Via};
 use crate::dlp::{By, FoundIn, Hit};
 use crate::metrics::Outcome;
 use crate::policy::{Level, Reason, Target, Verdict};
@@ -45,7 +45,7 @@ impl Asked {
 #[derive(Debug, Clone)]
 pub(crate) struct Client {
     pub addr: SocketAddr,
-    pub request_id: String,
+    pub request_id: RequestId,
     pub asked: Asked,
     /// The listener it came through.
     pub via: Via,
@@ -53,7 +53,7 @@ pub(crate) struct Client {
     pub within: Option<Relayed>,
     /// Its start and the client's `traceparent`, read only for the OpenTelemetry
     /// export ([`State::traced`]).
-    pub trace: Option<Trace>,
+    pub trace: Option<Box<Trace>>,
 }
 
 impl Client {
@@ -61,7 +61,7 @@ impl Client {
     pub(crate) fn new(addr: SocketAddr, asked: Asked) -> Client {
         Client {
             addr,
-            request_id: new_request_id(),
+            request_id: RequestId::new(),
             asked,
             via: Via::Proxy,
             within: None,
@@ -71,9 +71,14 @@ impl Client {
 
     /// The same, traced from now under the request's `traceparent` header when
     /// `state` exports traces.
-    pub(crate) fn traced(mut self, state: &State, traceparent: Option<&[u8]>) -> Client {
+    pub(crate) fn traced<'a>(
+        mut self,
+        state: &State,
+        traceparent: impl FnOnce() -> Option<&'a [u8]>,
+    ) -> Client {
+        // The header is looked up only when traces are exported.
         if state.traced {
-            self.trace = Some(Trace::starting(traceparent));
+            self.trace = Some(Box::new(Trace::starting(traceparent())));
         }
         self
     }
@@ -368,14 +373,14 @@ fn refusal_record(
 fn record(event: &'static str, client: &Client, host: String, port: Option<u16>) -> Record {
     let mut rec = Record::new(
         event,
-        client.request_id.clone(),
+        client.request_id.to_string(),
         client.addr.to_string(),
         client.asked.method().to_string(),
         host,
         port,
     );
     rec.via = client.via;
-    rec.trace = client.trace;
+    rec.trace = client.trace.as_deref().copied();
     rec
 }
 

@@ -12,6 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::Body;
+use crate::audit::RequestId;
 use crate::judgement::refusal::{Failure, Limit, Refusal, Stop};
 use crate::policy::Reason;
 
@@ -32,7 +33,7 @@ pub(crate) fn status(refusal: &Refusal) -> StatusCode {
 }
 
 /// Answer a request that stops before upstream.
-pub(crate) fn stop(stop: &Stop, request_id: &str) -> Response<Body> {
+pub(crate) fn stop(stop: &Stop, request_id: RequestId) -> Response<Body> {
     match stop {
         Stop::Denied(refusal) => refuse(refusal, request_id),
         Stop::Failed(failure) => fail(failure, request_id),
@@ -41,7 +42,7 @@ pub(crate) fn stop(stop: &Stop, request_id: &str) -> Response<Body> {
 
 /// A refusal: its status, a reason phrase naming the reason, `X-Egress-Denied: REASON`
 /// and the JSON body (`docs/reference/clients.md` says why the phrase matters).
-pub(crate) fn refuse(refusal: &Refusal, request_id: &str) -> Response<Body> {
+pub(crate) fn refuse(refusal: &Refusal, request_id: RequestId) -> Response<Body> {
     let status = status(refusal);
     let mut resp = json_response(status, refusal_body(refusal, request_id));
     // The phrase is built from a status name and a reason name, both plain ASCII, so it
@@ -70,7 +71,7 @@ pub(crate) fn refuse(refusal: &Refusal, request_id: &str) -> Response<Body> {
 }
 
 /// An allowed destination that could not be reached (502, or 504 on connect timeout).
-pub(crate) fn fail(failure: &Failure, request_id: &str) -> Response<Body> {
+pub(crate) fn fail(failure: &Failure, request_id: RequestId) -> Response<Body> {
     let mut body = json!({"error": {
         "type": "upstream_error",
         "message": failure.message,
@@ -99,7 +100,7 @@ pub(crate) fn reason_phrase(status: StatusCode, reason: Reason) -> String {
     format!("{what}: {}", reason.as_str())
 }
 
-fn refusal_body(refusal: &Refusal, request_id: &str) -> serde_json::Value {
+fn refusal_body(refusal: &Refusal, request_id: RequestId) -> serde_json::Value {
     let mut error = json!({
         "type": "egress_denied",
         "reason": refusal.reason.as_str(),
@@ -129,7 +130,7 @@ fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> 
 /// Write a refusal straight onto a socket that no HTTP server handles (over the
 /// connection limit, or a first request head refused before hyper reads it), then close
 /// it.
-pub(crate) async fn write_raw(mut stream: TcpStream, refusal: &Refusal, request_id: &str) {
+pub(crate) async fn write_raw(mut stream: TcpStream, refusal: &Refusal, request_id: RequestId) {
     let body = format!("{}\n", refusal_body(refusal, request_id));
     let code = status(refusal);
     let phrase = reason_phrase(code, refusal.reason);
@@ -217,7 +218,7 @@ mod tests {
     #[test]
     fn refuse_sets_the_phrase_and_keeps_status_and_header() {
         let refusal = Refusal::new(Reason::NotInOrgAllowlist, "evil.test".into(), 443);
-        let resp = refuse(&refusal, "id");
+        let resp = refuse(&refusal, RequestId::new());
         assert_eq!(resp.status(), StatusCode::FORBIDDEN);
         assert_eq!(
             resp.extensions()

@@ -12,7 +12,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -79,13 +79,13 @@ pub(crate) async fn serve_connection(
         // Made before the work is: hyper may drop the work before it first runs.
         let client = Client::new(peer, request::asked(&req))
             .via(via)
-            .traced(&state, request::traceparent(&req));
+            .traced(&state, || request::traceparent(&req));
         let unanswered = Unanswered::new(state, client, req.uri());
         handle(req, unanswered, done, upstream)
     });
     let mut builder = http1::Builder::new();
     builder
-        .timer(TokioTimer::new())
+        .timer(super::timer::HeadTimer)
         .header_read_timeout(state.limits.header_timeout)
         .max_buf_size(state.limits.max_header_bytes.max(8192));
     let conn = builder.serve_connection(io, service).with_upgrades();
@@ -133,7 +133,7 @@ pub(crate) async fn refuse_over_limit(
     let client = Client::new(peer, Asked::BeforeRequest).via(via);
     audit_refusal(&state, &client, &refusal, None).await;
     if via != Via::Socks5 {
-        answer::write_raw(stream, &refusal, &client.request_id).await;
+        answer::write_raw(stream, &refusal, client.request_id).await;
     }
 }
 
@@ -146,7 +146,7 @@ async fn refuse_before_request(
 ) {
     let client = Client::new(peer, Asked::BeforeRequest);
     audit_refusal(state, &client, &refusal, None).await;
-    answer::write_raw(stream, &refusal, &client.request_id).await;
+    answer::write_raw(stream, &refusal, client.request_id).await;
 }
 
 /// A redirected request aimed where its connection was going: its target becomes
@@ -234,7 +234,7 @@ async fn stopped(req: &Request<Incoming>, unanswered: Unanswered, stop: Stop) ->
     let state = &unanswered.state;
     let client = unanswered.client();
     record_stop(state, client, &stop, || request::plain_url(req)).await;
-    answer::stop(&stop, &unanswered.answered().1.request_id)
+    answer::stop(&stop, unanswered.answered().1.request_id)
 }
 
 /// A request hyper handed on, until its answer or its own record takes over: hyper may

@@ -29,11 +29,11 @@ pub(crate) async fn open(
     done: mpsc::Sender<()>,
     pool: Arc<Upstream>,
 ) -> Response<Body> {
-    let id = client.request_id.clone();
+    let id = client.request_id;
     let dialed = match dial_tunnel(approved, state, client).await {
         Ok(dialed) => dialed,
-        Err(NotOpened::Refused(refusal)) => return answer::refuse(&refusal, &id),
-        Err(NotOpened::Failed { failure, .. }) => return answer::fail(&failure, &id),
+        Err(NotOpened::Refused(refusal)) => return answer::refuse(&refusal, id),
+        Err(NotOpened::Failed { failure, .. }) => return answer::fail(&failure, id),
     };
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {

@@ -207,7 +207,7 @@ pub(super) fn outcome(
     route: &Option<Route>,
 ) -> Result<(Response<Incoming>, Lease), Box<Response<Body>>> {
     let to_parent = route.is_some() && record.approved.upstream_tls.is_none();
-    let request_id = &record.client.request_id;
+    let request_id = record.client.request_id;
     if let (Err(_), Some(refusal)) = (&sent, record.tripped()) {
         // Its body carried a canary: abandoned before the answer started.
         return Err(Box::new(answer::refuse(&refusal, request_id)));
@@ -279,7 +279,7 @@ async fn refuse(
     url: Option<String>,
 ) -> Response<Body> {
     audit_refusal(&state, &client, &refusal, url).await;
-    answer::refuse(&refusal, &client.request_id)
+    answer::refuse(&refusal, client.request_id)
 }
 
 /// The parent proxy `approved` goes through and what it is asked for, if any.

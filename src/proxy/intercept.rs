@@ -18,7 +18,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Request, Response, Version};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
@@ -127,7 +127,7 @@ pub(crate) async fn serve<S>(
     });
     let mut builder = http1::Builder::new();
     builder
-        .timer(TokioTimer::new())
+        .timer(super::timer::HeadTimer)
         .header_read_timeout(state.limits.header_timeout)
         .max_buf_size(state.limits.max_header_bytes.max(8192));
     let served = builder
@@ -206,7 +206,7 @@ async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
     let client = Client::new(inside.peer, request::asked(&req))
         .via(inside.via)
         .within(inside.relayed.clone())
-        .traced(state, request::traceparent(&req));
+        .traced(state, || request::traceparent(&req));
     tracing::debug!(request_id = %client.request_id, host = %inside.tunnel.target.host, method = %req.method(), path = req.uri().path(), "a request inside an intercepted tunnel");
     let tunnel = inside.tunnel;
     let url = || request::inspected_url(&req, &tunnel.target);
@@ -232,7 +232,7 @@ async fn handle(req: Request<Incoming>, inside: &Inside<'_>) -> Response<Body> {
         Err(stop) => {
             let url = || Some(request::inspected_url(&req, &inside.tunnel.target));
             Box::pin(record_stop(state, &client, &stop, url)).await;
-            let answer = answer::stop(&stop, &client.request_id);
+            let answer = answer::stop(&stop, client.request_id);
             match req.version() {
                 // An h2 stream's unread request body, dropped before its answer is sent,
                 // would reset the stream (CANCEL) and the client would never read the

@@ -38,6 +38,7 @@ pub(crate) mod preflight;
 pub(crate) mod request;
 pub(crate) mod scanned;
 pub(crate) mod sender;
+mod timer;
 pub(crate) mod websocket;
 
 use bytes::Bytes;

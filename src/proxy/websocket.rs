@@ -90,7 +90,7 @@ pub(crate) async fn forward(
         tracing::info!(request_id = %record.client.request_id, "{}", failure.message);
         // It reached upstream: its allowed record is written as a failed request's.
         record.dialed = dialed;
-        return answer::fail(&failure, &record.client.request_id);
+        return answer::fail(&failure, record.client.request_id);
     }
     let from_upstream = hyper::upgrade::on(&mut resp);
     let accepted = resp.headers().get(UPGRADE).cloned();

@@ -115,7 +115,7 @@ async fn refuse(
 ) -> Option<Asking> {
     let client = Client::new(peer, asked)
         .via(Via::Socks5)
-        .traced(state, None);
+        .traced(state, || None);
     tracing::debug!(client = %peer, reason = refusal.reason.as_str(), detail = ?refusal.detail, "SOCKS5 handshake refused");
     audit_refusal(state, &client, &refusal, None).await;
     if let Answer::Bytes(bytes) = answer {
@@ -305,7 +305,7 @@ async fn connect(
 ) {
     let client = Client::new(peer, Asked::Connect)
         .via(Via::Socks5)
-        .traced(&state, None);
+        .traced(&state, || None);
     let judged = match ask(&asking) {
         Ok(ask) => judge::judge(ask, Scope::Connection, &state, &client).await,
         Err(refusal) => Err(Stop::Denied(refusal)),

@@ -288,7 +288,7 @@ async fn tunnel_redirected(
 ) {
     let client = Client::new(peer, Asked::Connect)
         .via(Via::Transparent)
-        .traced(&state, None);
+        .traced(&state, || None);
     let target = redirected.target();
     // The address stands for one name: a server name naming another is domain fronting.
     if let (

@@ -337,3 +337,33 @@ async fn a_later_oversized_head_on_a_kept_alive_connection_is_431_too() {
         "the oversized request did not reach upstream"
     );
 }
+
+/// `--header-timeout` holds for every head on a kept-alive connection, not only the
+/// first: a later head left unfinished is closed within the timeout (a 1 s timeout, a
+/// 4 s bound), while a later head that comes in time is answered.
+#[tokio::test]
+async fn a_later_head_on_a_kept_alive_connection_must_also_come_within_the_header_timeout() {
+    let origin = Origin::start().await;
+    let proxy = proxy_with(&origin, &["--header-timeout", "1"]).await;
+    let authority = format!("allowed.test:{}", origin.port());
+    // The control: a second head half a timeout after the first answer is served.
+    let mut timely = Conn::open(proxy.addr).await;
+    assert_eq!(timely.get(&authority, "/").await.status, 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(timely.get(&authority, "/").await.status, 200);
+    let mut slow = Conn::open(proxy.addr).await;
+    assert_eq!(slow.get(&authority, "/").await.status, 200);
+    slow.send(format!("GET http://{authority}/slow HTTP/1.1\r\nX-Slow: ").as_bytes())
+        .await;
+    let mut slow = slow.into_stream();
+    assert!(
+        closed_within(&mut slow, Duration::from_secs(4)).await,
+        "an unfinished later head is cut off\n{}",
+        proxy.diagnostics()
+    );
+    assert_eq!(
+        origin.hits(),
+        3,
+        "the unfinished request never reached upstream"
+    );
+}
