@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::{answer, connect, forward, pool, preflight, request, websocket, Body};
+use super::{answer, connect, forward, pool, preflight, request, websocket, woken, Body};
 use crate::audit::Via;
 use crate::judgement::approved::Scope;
 use crate::judgement::judge;
@@ -91,9 +91,13 @@ pub(crate) async fn serve_connection(
     let conn = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(conn);
     let mut phase = state.phase.subscribe();
+    // Polled only when the phase changes, not each time the connection wakes.
+    let stopping = woken::Woken::new(async move {
+        drop(phase.wait_for(|p| *p != Phase::Serving).await);
+    });
     let result = tokio::select! {
         result = conn.as_mut() => result,
-        _ = async { drop(phase.wait_for(|p| *p != Phase::Serving).await) } => {
+        _ = stopping => {
             conn.as_mut().graceful_shutdown();
             conn.await
         }

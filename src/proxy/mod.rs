@@ -40,6 +40,7 @@ pub(crate) mod scanned;
 pub(crate) mod sender;
 mod timer;
 pub(crate) mod websocket;
+mod woken;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
