@@ -10,6 +10,7 @@ mod canaries;
 mod detectors;
 mod fleet;
 mod inspected;
+mod reported;
 mod session;
 mod sink;
 mod tunnel;
