@@ -114,6 +114,11 @@ impl Detectors {
         }
     }
 
+    /// Whether a rule's match is only reported (`[dlp] action = "report"`).
+    pub(crate) fn reports(&self) -> bool {
+        self.report
+    }
+
     /// Whether there is nothing to look for.
     pub(crate) fn is_empty(&self) -> bool {
         self.rules.is_empty() && self.literals.is_none()

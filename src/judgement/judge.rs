@@ -81,7 +81,7 @@ pub(crate) async fn judge(
     };
     let levels = levels(&policies, own_policy(&own), &headers, target).map_err(tag)?;
     // The secret detectors in force, before anything else may refuse (docs/reference/dlp.md).
-    let detectors = secrets::in_force(&policies, &levels);
+    let detectors = secrets::in_force(&policies, own.as_deref(), &headers_of(&headers));
     let flagged = match secrets::scan(&ask, &detectors, inside) {
         Some(hit) if hit.by == By::Reported => Some(hit),
         Some(hit) => return Err(tag(Refusal::exfiltration(hit, target)).into()),
@@ -194,7 +194,7 @@ pub(crate) fn decide_now(
     let levels = levels(policies, None, &[header.as_deref(), None], &ask.target)?;
     // A name with a secret is refused; one only reported is answered and recorded by
     // its listener, as the refusal of `Err` would be (docs/reference/dlp.md).
-    let detectors = secrets::in_force(policies, &levels);
+    let detectors = secrets::without_session(policies, &headers_of(&[header.as_deref()]));
     if let Some(hit) = secrets::scan(ask, &detectors, false) {
         return Err(Refusal::exfiltration(hit, &ask.target));
     }
@@ -238,6 +238,11 @@ fn levels<'a>(
         levels.push(narrower);
     }
     Ok(levels)
+}
+
+/// The narrowing headers given, widest first.
+fn headers_of<'a>(headers: &[Option<&'a RequestPolicy>]) -> Vec<&'a RequestPolicy> {
+    headers.iter().flatten().copied().collect()
 }
 
 /// The compiled policy of a session's snapshot, if any.
