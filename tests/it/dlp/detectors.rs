@@ -65,26 +65,18 @@ pub(super) async fn dlp_records(proxy: &Proxy, event: &str, n: usize) -> Vec<Val
     of()
 }
 
-/// Nothing the proxy shows (records, its log, `/metrics`, and `answers`: answers and
-/// events) holds any of the values.
+/// Nothing the proxy shows (records, its log, `/metrics`, the console's data, and
+/// `answers`: answers and events) holds any of the values.
 async fn assert_never_shown(proxy: &Proxy, answers: &[String]) {
-    let metrics = proxy.admin().metrics().await;
-    let shown = format!(
-        "{}\n{}\n{}\n{metrics}",
-        proxy.audit_text(),
-        proxy.stderr(),
-        answers.join("\n")
-    );
-    for value in [
+    let values = [
         GITHUB,
         EMPLOYEE,
         CREDENTIAL,
         JWT,
         "aBcDeFgHiJkLmNoPqRsTuVwXyZ",
         "482913",
-    ] {
-        assert!(!shown.contains(value), "{value} shown:\n{shown}");
-    }
+    ];
+    super::shown::assert_never_shown(proxy, &values, answers).await;
 }
 
 #[tokio::test]
