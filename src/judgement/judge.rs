@@ -19,7 +19,7 @@ use super::record::{audit_flagged, audit_would_deny, Client};
 use super::refusal::{Failure, Refusal, Stop};
 use super::secrets;
 use super::state::State;
-use crate::dlp::By;
+use crate::dlp::{By, Hit};
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
 use crate::policy::{check_narrowing, Decision, Effective, Host, Reason, RequestPolicy, Verdict};
@@ -179,12 +179,16 @@ pub(crate) async fn judge(
 /// The judgement of a question without credentials that waits for nothing (a DNS
 /// query): the audit check, its narrowing, the levels of a connection without a
 /// session, the decision, by the same steps as [`judge`]'s. Whatever comes after the
-/// decision (a reviewer, a budget, resolving) is not a name's.
+/// decision (a reviewer, a budget, resolving) is not a name's. With the decision, the
+/// secret a detector found and only reports (`[dlp] action = "report"`), which the
+/// listener records `egress.flagged` as it answers; where the question is refused
+/// anyway, that secret is the reason (docs/reference/dlp.md), so the name that carries
+/// it is never recorded.
 pub(crate) fn decide_now(
     ask: &Ask<'_>,
     policies: &Policies,
     audit_refusing: bool,
-) -> Result<Decision, Refusal> {
+) -> Result<(Decision, Option<Hit>), Refusal> {
     unaudited(audit_refusing, &ask.target)?;
     if let Some(hit) = exfiltration::scan(ask, &policies.canaries, false) {
         // No session to end: a question without credentials.
@@ -193,17 +197,27 @@ pub(crate) fn decide_now(
     let header = narrowing(ask.narrowing, &ask.target)?;
     let levels = levels(policies, None, &[header.as_deref(), None], &ask.target)?;
     // A name with a secret is refused; one only reported is answered and recorded by
-    // its listener, as the refusal of `Err` would be (docs/reference/dlp.md).
+    // its listener (docs/reference/dlp.md).
     let detectors = secrets::without_session(policies, &headers_of(&[header.as_deref()]));
-    if let Some(hit) = secrets::scan(ask, &detectors, false) {
-        return Err(Refusal::exfiltration(hit, &ask.target));
-    }
+    let flagged = match secrets::scan(ask, &detectors, false) {
+        Some(hit) if hit.by == By::Reported => Some(hit),
+        Some(hit) => return Err(Refusal::exfiltration(hit, &ask.target)),
+        None => None,
+    };
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
     };
-    let (decision, _, _) = decide_levels(&eff, &ask.target, &ask.what)?;
-    Ok(decision)
+    let secret_first = |refusal: Refusal| match &flagged {
+        Some(hit) => Refusal::exfiltration(hit.clone(), &ask.target),
+        None => refusal,
+    };
+    let (decision, _, _) = decide_levels(&eff, &ask.target, &ask.what).map_err(secret_first)?;
+    if let (Verdict::Deny(reason), Some(_)) = (decision.verdict, &flagged) {
+        let refusal = Refusal::from_decision(&decision, reason, &ask.target);
+        return Err(secret_first(refusal));
+    }
+    Ok((decision, flagged))
 }
 
 /// Nothing goes through unrecorded (docs/reference/audit-log.md): while the audit log

@@ -2,17 +2,22 @@
 //! a detector's match in a `CONNECT` tunnel's first bytes goes through to the origin
 //! and is recorded `egress.flagged` with its `dlp` object, never the value; one in a
 //! server name the tunnel would refuse anyway is the reason recorded, and the name is
-//! not.
+//! not. A DNS query name carrying one is answered as its policy says and recorded
+//! `egress.flagged`, its name `[redacted]`.
 
 use std::time::Duration;
 
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::canaries::client_hello;
 use super::detectors::{dlp_records, start, GITHUB};
 use crate::support::client::connect_via_proxy;
-use crate::support::org::allowlist_json;
-use crate::support::proxy::Proxy;
+use crate::support::dns::DnsServer;
+use crate::support::dns_client::{dns_listener, UdpClient};
+use crate::support::org::{allowlist_json, Org};
+use crate::support::proxy::{Proxy, ProxyBuilder};
 
 /// Open a tunnel to `allowed.test:PORT`, send `first`, and give the origin's first
 /// answer bytes as text, or `None` when the proxy closed the tunnel.
@@ -95,4 +100,54 @@ async fn report_mode_names_the_secret_not_a_mismatching_server_name_that_carries
     assert_eq!(refused[0]["dlp"]["found_in"], "sni", "{}", refused[0]);
     assert!(sink.bytes().is_empty(), "nothing reached the origin");
     assert!(!proxy.audit_text().contains(&lower) && !proxy.stderr().contains(&lower));
+}
+
+#[tokio::test]
+async fn report_answers_a_dns_name_carrying_a_secret_and_records_it_flagged_without_the_name() {
+    let org = Org::new()
+        .allow("allowed.test")
+        .allow("*.allowed.test")
+        .raw_line("[dlp]\ndetectors = [\"github_token\"]\naction = \"report\"");
+    // Never asked: the DNS listener answers from the policy alone.
+    let upstream = DnsServer::builder().start().await;
+    let proxy = ProxyBuilder::new(org.to_toml())
+        .dns_server(upstream.addr())
+        .policy(allowlist_json(&["allowed.test", "*.allowed.test"]))
+        .arg("--dns-listen")
+        .arg("127.0.0.1:0")
+        .admin("events-token")
+        .start()
+        .await;
+    let mut client = UdpClient::new(dns_listener(&proxy)).await;
+    let lower = GITHUB.to_ascii_lowercase();
+    // Allowed, and carrying a token: answered as allowed, and flagged.
+    let carrying = format!("{lower}.allowed.test.");
+    let answered = client.query(&carrying, RecordType::A).await;
+    assert_eq!(answered.response_code(), ResponseCode::NoError);
+    assert_eq!(answered.answers().len(), 1, "its synthetic address");
+    let flagged = dlp_records(&proxy, "egress.flagged", 1).await;
+    assert_eq!(flagged.len(), 1, "{}", proxy.diagnostics());
+    let record = &flagged[0];
+    assert_eq!(record["reason"], "secret_detected", "{record}");
+    assert_eq!(record["via"], "dns", "{record}");
+    assert_eq!(record["host"], "[redacted]", "{record}");
+    assert_eq!(record["dlp"]["id"], "github_token", "{record}");
+    assert_eq!(record["dlp"]["found_in"], "dns", "{record}");
+    // Not allowed either: refused, and the secret is the reason, not the name.
+    let refused = client
+        .query(&format!("{lower}.evil.test."), RecordType::A)
+        .await;
+    assert_eq!(refused.response_code(), ResponseCode::Refused);
+    let denied = dlp_records(&proxy, "egress.denied", 1).await;
+    assert_eq!(denied.len(), 1, "{}", proxy.diagnostics());
+    assert_eq!(denied[0]["reason"], "secret_detected", "{}", denied[0]);
+    assert_eq!(denied[0]["host"], "[redacted]", "{}", denied[0]);
+    // The control: a name without one is answered and flags nothing.
+    let plain = client.query("www.allowed.test.", RecordType::A).await;
+    assert_eq!(plain.response_code(), ResponseCode::NoError);
+    let metrics = proxy.admin().metrics().await;
+    let line = "egress_dlp_matches_total{detector=\"github_token\",action=\"report\"} 1";
+    assert!(metrics.contains(line), "{metrics}");
+    assert!(upstream.queried_names().is_empty());
+    super::shown::assert_never_shown(&proxy, &[GITHUB], &[]).await;
 }
