@@ -91,7 +91,19 @@ pub(crate) async fn judge(
         org: &policies.org,
         levels: &levels,
     };
-    let (mut decision, mut judged, limit) = decide_levels(&eff, target, &ask.what).map_err(tag)?;
+    // A secret only reported is the reason recorded whatever else refuses the request
+    // (docs/reference/dlp.md): no record or answer then names the host or URL that
+    // carried it, and nothing is held for a reviewer or recorded `egress.would_deny`.
+    let secret_first = |refusal: Refusal| match &flagged {
+        Some(hit) => tag(Refusal::exfiltration(hit.clone(), target)),
+        None => tag(refusal),
+    };
+    let (mut decision, mut judged, limit) =
+        decide_levels(&eff, target, &ask.what).map_err(secret_first)?;
+    if let (Some(_), Verdict::Deny(reason)) = (&flagged, decision.verdict) {
+        let refusal = Refusal::from_decision(&decision, reason, target);
+        return Err(secret_first(refusal).into());
+    }
     // Set when a reviewer's approval let the request through: the policies they decided by.
     let mut approved_under = None;
     let held = match scope {
@@ -111,19 +123,21 @@ pub(crate) async fn judge(
             Hold::NotHeld => {}
         }
     }
-    settle(&decision, target, &session, state, client, ask.url).await?;
+    if flagged.is_none() {
+        settle(&decision, target, &session, state, client, ask.url).await?;
+    }
     if matches!(judged, Judged::Intercept) && state.interception.is_none() {
         // Rules that cannot be enforced without reading the requests: refused whole.
         let refusal = Refusal::from_decision(&decision, Reason::MethodNotAllowed, target)
             .with_detail("this host's rules need its requests read, and the proxy has no --ca");
-        return Err(tag(refusal).into());
+        return Err(secret_first(refusal).into());
     }
     // The budget comes last of the policy's judgements, before any lookup.
     let allowance = state.budgets.allowance(session.as_ref(), limit);
     budget::fill(&ask, &allowance, state.limits.max_header_bytes)
         .await
-        .map_err(tag)?;
-    budget::admit(&ask, &allowance).map_err(tag)?;
+        .map_err(secret_first)?;
+    budget::admit(&ask, &allowance).map_err(secret_first)?;
     let (addrs, upstream_tls) = match scope {
         Scope::Inside(tunnel) => (
             tunnel.addrs.clone(),

