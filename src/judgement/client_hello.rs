@@ -228,6 +228,58 @@ mod tests {
         message
     }
 
+    /// The `employee-id` pattern, reported (`report`) or refused.
+    fn detectors(report: bool) -> Detectors {
+        let re = "EMP-[0-9]{6}";
+        let rule = crate::dlp::Rule {
+            id: "employee-id".into(),
+            kind: "pattern",
+            bytes: regex::bytes::Regex::new(re).unwrap(),
+            names: (regex::bytes::RegexBuilder::new(re).case_insensitive(true))
+                .build()
+                .unwrap(),
+            longest: 10,
+        };
+        Detectors::new(vec![rule], report, Vec::new())
+    }
+
+    #[test]
+    fn a_reported_secret_goes_on_unless_the_tunnel_is_refused_anyway_then_it_is_the_reason() {
+        let target = Target {
+            host: crate::policy::Host::parse("allowed.test").unwrap(),
+            port: 8080,
+        };
+        let tunnels = Tunnels::default();
+        let judge = |first: &FirstBytes, bytes: &[u8], report| {
+            judge_first(first, bytes, &target, &tunnels, &[], &detectors(report))
+        };
+        let plain = b"GET /?id=EMP-123456 HTTP/1.1\r\n\r\n";
+        let hit = judge(&FirstBytes::NotTls, plain, true).unwrap().unwrap();
+        assert_eq!(
+            (&*hit.id, hit.found_in),
+            ("employee-id", FoundIn::FirstBytes)
+        );
+        assert_eq!(hit.by, By::Reported);
+        let refused = judge(&FirstBytes::NotTls, plain, false).unwrap_err();
+        assert_eq!(refused.reason, crate::policy::Reason::SecretDetected);
+        assert_eq!(
+            judge(&FirstBytes::NotTls, b"GET / HTTP/1.1", true).unwrap(),
+            None
+        );
+        // A server name that is not the target's carries it: the secret is the reason,
+        // and the name is in neither the refusal's host nor its rule.
+        let sni = FirstBytes::Tls {
+            server_name: Some("emp-123456.evil.test".into()),
+        };
+        let refused = judge(&sni, b"", true).unwrap_err();
+        assert_eq!(refused.reason, crate::policy::Reason::SecretDetected);
+        assert_eq!(refused.dlp.as_ref().unwrap().found_in, FoundIn::Sni);
+        assert!(format!("{refused:?}")
+            .to_lowercase()
+            .find("emp-123456")
+            .is_none());
+    }
+
     #[test]
     fn a_hello_in_many_records_or_larger_than_one_is_read_whole() {
         let secure = Some(FirstBytes::Tls {
