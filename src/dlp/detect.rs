@@ -114,6 +114,11 @@ impl Detectors {
         }
     }
 
+    /// Whether a rule's match is only reported (`[dlp] action = "report"`).
+    pub(crate) fn reports(&self) -> bool {
+        self.report
+    }
+
     /// Whether there is nothing to look for.
     pub(crate) fn is_empty(&self) -> bool {
         self.rules.is_empty() && self.literals.is_none()
@@ -144,17 +149,24 @@ impl Detectors {
         }
     }
 
+    /// The first credential's value `bytes` carry: always refused.
+    fn scan_credentials(&self, bytes: &[u8], found_in: FoundIn) -> Option<Hit> {
+        let l = self.literals.as_ref()?;
+        let m = l.exact.find(bytes)?;
+        let id = &l.ids[m.pattern().as_usize()];
+        Some(self.hit(id, "credential", By::Secret, found_in))
+    }
+
+    /// The first rule `bytes` match, with its action.
+    fn scan_rules(&self, bytes: &[u8], found_in: FoundIn) -> Option<Hit> {
+        let rule = self.rules.iter().find(|r| r.bytes.is_match(bytes))?;
+        Some(self.hit(&rule.id, rule.kind, self.rule_by(), found_in))
+    }
+
     /// The first secret `bytes` carry: a credential's value first (always refused),
     /// then each rule in order.
     pub(crate) fn scan(&self, bytes: &[u8], found_in: FoundIn) -> Option<Hit> {
-        if let Some(l) = &self.literals {
-            if let Some(m) = l.exact.find(bytes) {
-                let id = &l.ids[m.pattern().as_usize()];
-                return Some(self.hit(id, "credential", By::Secret, found_in));
-            }
-        }
-        let rule = self.rules.iter().find(|r| r.bytes.is_match(bytes))?;
-        Some(self.hit(&rule.id, rule.kind, self.rule_by(), found_in))
+        (self.scan_credentials(bytes, found_in)).or_else(|| self.scan_rules(bytes, found_in))
     }
 
     /// The first secret a name carries, in either case (names are case-insensitive).
@@ -172,19 +184,23 @@ impl Detectors {
         Some(self.hit(&rule.id, rule.kind, self.rule_by(), found_in))
     }
 
-    /// The first refused secret `bytes` carry, skipping those only reported: what a
-    /// stream already flagged keeps looking for.
+    /// The first refused secret `bytes` carry, skipping those only reported: a
+    /// credential's value, then (unless the rules only report) each rule.
     pub(crate) fn scan_refused(&self, bytes: &[u8], found_in: FoundIn) -> Option<Hit> {
-        let hit = self.scan(bytes, found_in)?;
-        if hit.by != By::Reported {
-            return Some(hit);
+        match self.scan_credentials(bytes, found_in) {
+            Some(hit) => Some(hit),
+            None if self.report => None,
+            None => self.scan_rules(bytes, found_in),
         }
-        let refusing = Detectors {
-            rules: Vec::new(),
-            literals: self.literals.clone(),
-            report: false,
-        };
-        refusing.scan(bytes, found_in)
+    }
+
+    /// The first secret `bytes` carry that a rule only reports (none when the rules
+    /// refuse): what goes on, recorded `egress.flagged`.
+    pub(crate) fn scan_reported(&self, bytes: &[u8], found_in: FoundIn) -> Option<Hit> {
+        match self.report {
+            true => self.scan_rules(bytes, found_in),
+            false => None,
+        }
     }
 }
 
@@ -218,6 +234,16 @@ mod tests {
         let hit = d.scan(b"id EMP-123456", FoundIn::Header).unwrap();
         assert_eq!((&*hit.id, hit.by), ("employee-id", By::Reported));
         assert!(d.scan_refused(b"id EMP-123456", FoundIn::Header).is_none());
+        let reported = d.scan_reported(b"id EMP-123456", FoundIn::Header).unwrap();
+        assert_eq!((&*reported.id, reported.by), ("employee-id", By::Reported));
+        let both = b"EMP-123456 s3cr3t-credential-value";
+        assert_eq!(
+            &*d.scan_refused(both, FoundIn::Body).unwrap().id,
+            "credential:api.test"
+        );
+        assert!(d
+            .scan_credentials(b"id EMP-123456", FoundIn::Body)
+            .is_none());
         assert!(d.scan(b"EMP-12345", FoundIn::Body).is_none());
         let name = d.scan_name("emp-123456.evil.test", FoundIn::Dns).unwrap();
         assert_eq!(&*name.id, "employee-id");

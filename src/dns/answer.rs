@@ -38,6 +38,10 @@ pub(crate) enum Settled {
     Allowed,
     /// Allowed by report mode only: answered as allowed, audited as `egress.would_deny`.
     WouldDeny(Refusal),
+    /// A name answered (allowed, or by report mode) that carries a secret a detector
+    /// only reports (`[dlp] action = "report"`): audited as `egress.flagged`, with the
+    /// refusal it would otherwise have been (`secret_detected`; docs/reference/dlp.md).
+    Flagged(Refusal),
     /// A denied or invalid name (`NXDOMAIN`), or a `--policy` left widening by a reload
     /// (`SERVFAIL`): audited as `egress.denied`.
     Denied(Refusal),
@@ -113,8 +117,8 @@ pub(crate) fn answer(bytes: &[u8], given: &Given) -> Answer {
         message: reply(&request, query, ResponseCode::ServFail, None),
         judged,
     };
-    let decision = match decide_now(&asked, given.policies, given.audit_refusing) {
-        Ok(decision) => decision,
+    let (decision, flagged) = match decide_now(&asked, given.policies, given.audit_refusing) {
+        Ok(decided) => decided,
         Err(refusal) if refusal.reason == Reason::AuditUnavailable => {
             return servfail(Settled::AuditUnavailable)
         }
@@ -133,12 +137,16 @@ pub(crate) fn answer(bytes: &[u8], given: &Given) -> Answer {
         // A `--policy` a reload left widening.
         Err(refusal) => return servfail(Settled::Denied(refusal)),
     };
-    let judged = match decision.verdict {
-        Verdict::Allow => Settled::Allowed,
-        Verdict::WouldDeny(reason) => {
+    let judged = match (decision.verdict, flagged) {
+        // The secret is the reason recorded, and its name is not (report mode's too).
+        (Verdict::Allow | Verdict::WouldDeny(_), Some(hit)) => {
+            Settled::Flagged(Refusal::exfiltration(hit, &asked.target))
+        }
+        (Verdict::Allow, None) => Settled::Allowed,
+        (Verdict::WouldDeny(reason), None) => {
             Settled::WouldDeny(Refusal::from_decision(&decision, reason, &asked.target))
         }
-        Verdict::Deny(reason) => {
+        (Verdict::Deny(reason), _) => {
             let refusal = Refusal::from_decision(&decision, reason, &asked.target);
             return nxdomain(&request, query, refusal);
         }

@@ -29,7 +29,9 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::audit::Via;
-use crate::judgement::record::{audit_refusal, audit_would_deny, Asked, Client};
+use crate::judgement::record::{
+    audit_flagged_query, audit_refusal, audit_would_deny, Asked, Client,
+};
 use crate::judgement::refusal::Refusal;
 use crate::judgement::{Phase, State};
 use crate::metrics::Outcome;
@@ -237,6 +239,7 @@ async fn read_message(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
 enum Record {
     Denied(Client, Refusal),
     WouldDeny(Client, Refusal),
+    Flagged(Client, Refusal),
 }
 
 impl Record {
@@ -247,6 +250,7 @@ impl Record {
             Record::WouldDeny(client, refusal) => {
                 audit_would_deny(state, &client, &refusal, None).await
             }
+            Record::Flagged(client, refusal) => audit_flagged_query(state, &client, &refusal).await,
         }
     }
 }
@@ -278,6 +282,11 @@ impl Listener {
                 metrics.dns_query(Outcome::WouldDeny(refusal.reason));
                 let first = self.recent.first(peer, &refusal);
                 first.then(|| Record::WouldDeny(client(), refusal))
+            }
+            Settled::Flagged(refusal) => {
+                metrics.dns_query(Outcome::Allowed);
+                let first = self.recent.first_flagged(peer, &refusal);
+                first.then(|| Record::Flagged(client(), refusal))
             }
             Settled::Denied(refusal) => {
                 if self.recent.first(peer, &refusal) {

@@ -18,7 +18,9 @@ pub(crate) const WINDOW: Duration = Duration::from_secs(2);
 /// [`WINDOW`], every refusal is recorded (more records, never fewer).
 pub(crate) const CAPACITY: usize = 4096;
 
-type Key = (SocketAddr, String, Reason);
+/// The client's socket, the name, the reason, and whether the name was answered (a
+/// secret only reported, `egress.flagged`) or refused.
+type Key = (SocketAddr, String, Reason, bool);
 
 /// Refusals recorded in the last [`WINDOW`], by client socket, name and reason.
 #[derive(Default)]
@@ -34,12 +36,18 @@ impl Recent {
     /// Whether `refusal` for `client` is to be recorded: false when the same one was
     /// recorded less than [`WINDOW`] ago.
     pub(crate) fn first(&self, client: SocketAddr, refusal: &Refusal) -> bool {
-        self.first_at(client, refusal, Instant::now())
+        self.first_at(client, refusal, false, Instant::now())
     }
 
-    fn first_at(&self, client: SocketAddr, refusal: &Refusal, now: Instant) -> bool {
+    /// [`Recent::first`] for a name answered and recorded `egress.flagged`: its own
+    /// record, apart from a refusal for the same reason.
+    pub(crate) fn first_flagged(&self, client: SocketAddr, refusal: &Refusal) -> bool {
+        self.first_at(client, refusal, true, Instant::now())
+    }
+
+    fn first_at(&self, client: SocketAddr, refusal: &Refusal, flagged: bool, now: Instant) -> bool {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (client, refusal.host.clone(), refusal.reason);
+        let key = (client, refusal.host.clone(), refusal.reason, flagged);
         if let Some(at) = seen.get(&key) {
             if now.duration_since(*at) < WINDOW {
                 return false;
@@ -71,17 +79,21 @@ mod tests {
         let b: SocketAddr = "127.0.0.1:5001".parse().unwrap();
         let t = Instant::now();
         let evil = refusal("evil.test", Reason::NotInOrgAllowlist);
-        assert!(recent.first_at(a, &evil, t), "first");
+        assert!(recent.first_at(a, &evil, false, t), "first");
         assert!(
-            !recent.first_at(a, &evil, t + Duration::from_millis(5)),
+            !recent.first_at(a, &evil, false, t + Duration::from_millis(5)),
             "AAAA"
         );
-        assert!(recent.first_at(b, &evil, t), "another socket");
+        assert!(recent.first_at(b, &evil, false, t), "another socket");
         let other = refusal("other.test", Reason::NotInOrgAllowlist);
-        assert!(recent.first_at(a, &other, t), "another name");
+        assert!(recent.first_at(a, &other, false, t), "another name");
         let invalid = refusal("evil.test", Reason::InvalidHost);
-        assert!(recent.first_at(a, &invalid, t), "another reason");
-        assert!(recent.first_at(a, &evil, t + WINDOW), "after the window");
+        assert!(recent.first_at(a, &invalid, false, t), "another reason");
+        assert!(
+            recent.first_at(a, &evil, false, t + WINDOW),
+            "after the window"
+        );
+        assert!(recent.first_at(a, &evil, true, t), "answered, not refused");
     }
 
     #[test]
@@ -90,16 +102,22 @@ mod tests {
         let t = Instant::now();
         let evil = refusal("evil.test", Reason::NotInOrgAllowlist);
         for port in 0..CAPACITY as u16 {
-            assert!(recent.first_at(SocketAddr::from(([127, 0, 0, 1], port)), &evil, t));
+            assert!(recent.first_at(SocketAddr::from(([127, 0, 0, 1], port)), &evil, false, t));
         }
         let last = SocketAddr::from(([127, 0, 0, 2], 1));
-        assert!(recent.first_at(last, &evil, t));
+        assert!(recent.first_at(last, &evil, false, t));
         assert!(
-            recent.first_at(last, &evil, t),
+            recent.first_at(last, &evil, false, t),
             "not remembered: recorded again"
         );
         let later = t + WINDOW;
-        assert!(recent.first_at(last, &evil, later), "old ones dropped");
-        assert!(!recent.first_at(last, &evil, later), "remembered again");
+        assert!(
+            recent.first_at(last, &evil, false, later),
+            "old ones dropped"
+        );
+        assert!(
+            !recent.first_at(last, &evil, false, later),
+            "remembered again"
+        );
     }
 }

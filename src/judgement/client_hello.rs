@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 
 use super::refusal::Refusal;
-use crate::dlp::{By, Detectors, FoundIn, Scanner};
+use crate::dlp::{By, Detectors, FoundIn, Hit, Scanner};
 use crate::policy::{judge_first_bytes, FirstBytes};
 use crate::policy::{Target, Tunnels, Verdict};
 
@@ -99,9 +99,10 @@ pub(crate) async fn first_bytes<R: AsyncRead + Unpin>(
 }
 
 /// Judge a tunnel by its first bytes (docs/reference/policy-files.md, "Tunnels"): `Ok` with the bytes to send upstream
-/// first, or the `sni_mismatch` refusal (`exfiltration_detected` when they carry one of
-/// `canaries`, the organization's and the session's), in which case nothing has
-/// reached upstream.
+/// first and the secret a detector only reports, if they carry one (the caller records
+/// it `egress.flagged`), or the `sni_mismatch` refusal (`exfiltration_detected` when
+/// they carry one of `canaries`, the organization's and the session's), in which case
+/// nothing has reached upstream.
 pub(crate) async fn admit<R: AsyncRead + Unpin>(
     client: &mut R,
     upstream: &TcpStream,
@@ -110,19 +111,22 @@ pub(crate) async fn admit<R: AsyncRead + Unpin>(
     canaries: &[&Scanner],
     detectors: &Detectors,
     timeout: Duration,
-) -> Result<Vec<u8>, Refusal> {
+) -> Result<(Vec<u8>, Option<Hit>), Refusal> {
     let (first, bytes) = first_bytes(client, upstream, timeout).await;
-    judge_first(&first, &bytes, target, tunnels, canaries, detectors)?;
-    Ok(bytes)
+    let reported = judge_first(&first, &bytes, target, tunnels, canaries, detectors)?;
+    Ok((bytes, reported))
 }
 
 /// The verdict on a tunnel's first bytes, however they were read (from the tunnel, or
-/// peeked by the transparent listener): `Err` with the refusal. A server name, or
-/// first bytes as sent (a ClientHello, or the start of another protocol), that carry
-/// one of `canaries` are `exfiltration_detected`, and one that carries a secret a
-/// detector refuses `secret_detected` (docs/reference/dlp.md: one only reported goes
-/// on), whatever `[tunnels]` says of them; else `[tunnels]` judges (`sni_mismatch`;
-/// report mode refuses a tunnel's first bytes too: nothing of them is sent).
+/// peeked by the transparent listener): `Err` with the refusal, else `Ok` with the
+/// secret a detector found and only reports (docs/reference/dlp.md: it goes on, and
+/// the caller records it `egress.flagged`). A server name, or first bytes as sent (a
+/// ClientHello, or the start of another protocol), that carry one of `canaries` are
+/// `exfiltration_detected`, and one that carries a secret a detector refuses
+/// `secret_detected`, whatever `[tunnels]` says of them; else `[tunnels]` judges
+/// (`sni_mismatch`; report mode refuses a tunnel's first bytes too: nothing of them is
+/// sent), unless a reported secret was found, which is then the reason recorded (a
+/// mismatching server name that carries it is never written in the record).
 pub(crate) fn judge_first(
     first: &FirstBytes,
     bytes: &[u8],
@@ -130,7 +134,7 @@ pub(crate) fn judge_first(
     tunnels: &Tunnels,
     canaries: &[&Scanner],
     detectors: &Detectors,
-) -> Result<(), Refusal> {
+) -> Result<Option<Hit>, Refusal> {
     let name = match first {
         FirstBytes::Tls {
             server_name: Some(name),
@@ -138,22 +142,28 @@ pub(crate) fn judge_first(
         _ => None,
     };
     let in_name = |c: &&Scanner| name.and_then(|n| c.scan_name(n, FoundIn::Sni));
-    let secret_in_name = || {
-        let hit = detectors.scan_name(name?, FoundIn::Sni)?;
-        (hit.by != By::Reported).then_some(hit)
-    };
+    // A name's first secret: refused, or only reported (then no refused one is in it).
+    let (name_refused, name_reported) =
+        match name.and_then(|n| detectors.scan_name(n, FoundIn::Sni)) {
+            Some(hit) if hit.by == By::Reported => (None, Some(hit)),
+            hit => (hit, None),
+        };
     let hit = (canaries.iter().find_map(in_name))
-        .or_else(secret_in_name)
+        .or(name_refused)
         .or_else(|| (canaries.iter()).find_map(|c| c.scan(bytes, FoundIn::FirstBytes)))
         .or_else(|| detectors.scan_refused(bytes, FoundIn::FirstBytes));
     if let Some(hit) = hit {
         return Err(Refusal::exfiltration(hit, target));
     }
+    let reported = name_reported.or_else(|| detectors.scan_reported(bytes, FoundIn::FirstBytes));
     match judge_first_bytes(first, target, tunnels) {
-        None => Ok(()),
-        Some(decision) => match decision.verdict {
-            Verdict::Allow => Ok(()),
-            Verdict::Deny(reason) | Verdict::WouldDeny(reason) => {
+        None => Ok(reported),
+        Some(decision) => match (decision.verdict, reported) {
+            (Verdict::Allow, reported) => Ok(reported),
+            (Verdict::Deny(_) | Verdict::WouldDeny(_), Some(hit)) => {
+                Err(Refusal::exfiltration(hit, target))
+            }
+            (Verdict::Deny(reason) | Verdict::WouldDeny(reason), None) => {
                 Err(Refusal::from_decision(&decision, reason, target))
             }
         },
@@ -216,6 +226,58 @@ mod tests {
         message.extend_from_slice(&(out.len() as u32).to_be_bytes()[1..]);
         message.extend(out);
         message
+    }
+
+    /// The `employee-id` pattern, reported (`report`) or refused.
+    fn detectors(report: bool) -> Detectors {
+        let re = "EMP-[0-9]{6}";
+        let rule = crate::dlp::Rule {
+            id: "employee-id".into(),
+            kind: "pattern",
+            bytes: regex::bytes::Regex::new(re).unwrap(),
+            names: (regex::bytes::RegexBuilder::new(re).case_insensitive(true))
+                .build()
+                .unwrap(),
+            longest: 10,
+        };
+        Detectors::new(vec![rule], report, Vec::new())
+    }
+
+    #[test]
+    fn a_reported_secret_goes_on_unless_the_tunnel_is_refused_anyway_then_it_is_the_reason() {
+        let target = Target {
+            host: crate::policy::Host::parse("allowed.test").unwrap(),
+            port: 8080,
+        };
+        let tunnels = Tunnels::default();
+        let judge = |first: &FirstBytes, bytes: &[u8], report| {
+            judge_first(first, bytes, &target, &tunnels, &[], &detectors(report))
+        };
+        let plain = b"GET /?id=EMP-123456 HTTP/1.1\r\n\r\n";
+        let hit = judge(&FirstBytes::NotTls, plain, true).unwrap().unwrap();
+        assert_eq!(
+            (&*hit.id, hit.found_in),
+            ("employee-id", FoundIn::FirstBytes)
+        );
+        assert_eq!(hit.by, By::Reported);
+        let refused = judge(&FirstBytes::NotTls, plain, false).unwrap_err();
+        assert_eq!(refused.reason, crate::policy::Reason::SecretDetected);
+        assert_eq!(
+            judge(&FirstBytes::NotTls, b"GET / HTTP/1.1", true).unwrap(),
+            None
+        );
+        // A server name that is not the target's carries it: the secret is the reason,
+        // and the name is in neither the refusal's host nor its rule.
+        let sni = FirstBytes::Tls {
+            server_name: Some("emp-123456.evil.test".into()),
+        };
+        let refused = judge(&sni, b"", true).unwrap_err();
+        assert_eq!(refused.reason, crate::policy::Reason::SecretDetected);
+        assert_eq!(refused.dlp.as_ref().unwrap().found_in, FoundIn::Sni);
+        assert!(format!("{refused:?}")
+            .to_lowercase()
+            .find("emp-123456")
+            .is_none());
     }
 
     #[test]

@@ -19,7 +19,7 @@ use super::record::{audit_flagged, audit_would_deny, Client};
 use super::refusal::{Failure, Refusal, Stop};
 use super::secrets;
 use super::state::State;
-use crate::dlp::By;
+use crate::dlp::{By, Hit};
 use crate::net::dial::{guard, CheckedAddr};
 use crate::policy::Target;
 use crate::policy::{check_narrowing, Decision, Effective, Host, Reason, RequestPolicy, Verdict};
@@ -81,7 +81,7 @@ pub(crate) async fn judge(
     };
     let levels = levels(&policies, own_policy(&own), &headers, target).map_err(tag)?;
     // The secret detectors in force, before anything else may refuse (docs/reference/dlp.md).
-    let detectors = secrets::in_force(&policies, &levels);
+    let detectors = secrets::in_force(&policies, own.as_deref(), &headers_of(&headers));
     let flagged = match secrets::scan(&ask, &detectors, inside) {
         Some(hit) if hit.by == By::Reported => Some(hit),
         Some(hit) => return Err(tag(Refusal::exfiltration(hit, target)).into()),
@@ -91,7 +91,19 @@ pub(crate) async fn judge(
         org: &policies.org,
         levels: &levels,
     };
-    let (mut decision, mut judged, limit) = decide_levels(&eff, target, &ask.what).map_err(tag)?;
+    // A secret only reported is the reason recorded whatever else refuses the request
+    // (docs/reference/dlp.md): no record or answer then names the host or URL that
+    // carried it, and nothing is held for a reviewer or recorded `egress.would_deny`.
+    let secret_first = |refusal: Refusal| match &flagged {
+        Some(hit) => tag(Refusal::exfiltration(hit.clone(), target)),
+        None => tag(refusal),
+    };
+    let (mut decision, mut judged, limit) =
+        decide_levels(&eff, target, &ask.what).map_err(secret_first)?;
+    if let (Some(_), Verdict::Deny(reason)) = (&flagged, decision.verdict) {
+        let refusal = Refusal::from_decision(&decision, reason, target);
+        return Err(secret_first(refusal).into());
+    }
     // Set when a reviewer's approval let the request through: the policies they decided by.
     let mut approved_under = None;
     let held = match scope {
@@ -111,19 +123,21 @@ pub(crate) async fn judge(
             Hold::NotHeld => {}
         }
     }
-    settle(&decision, target, &session, state, client, ask.url).await?;
+    if flagged.is_none() {
+        settle(&decision, target, &session, state, client, ask.url).await?;
+    }
     if matches!(judged, Judged::Intercept) && state.interception.is_none() {
         // Rules that cannot be enforced without reading the requests: refused whole.
         let refusal = Refusal::from_decision(&decision, Reason::MethodNotAllowed, target)
             .with_detail("this host's rules need its requests read, and the proxy has no --ca");
-        return Err(tag(refusal).into());
+        return Err(secret_first(refusal).into());
     }
     // The budget comes last of the policy's judgements, before any lookup.
     let allowance = state.budgets.allowance(session.as_ref(), limit);
     budget::fill(&ask, &allowance, state.limits.max_header_bytes)
         .await
-        .map_err(tag)?;
-    budget::admit(&ask, &allowance).map_err(tag)?;
+        .map_err(secret_first)?;
+    budget::admit(&ask, &allowance).map_err(secret_first)?;
     let (addrs, upstream_tls) = match scope {
         Scope::Inside(tunnel) => (
             tunnel.addrs.clone(),
@@ -179,12 +193,16 @@ pub(crate) async fn judge(
 /// The judgement of a question without credentials that waits for nothing (a DNS
 /// query): the audit check, its narrowing, the levels of a connection without a
 /// session, the decision, by the same steps as [`judge`]'s. Whatever comes after the
-/// decision (a reviewer, a budget, resolving) is not a name's.
+/// decision (a reviewer, a budget, resolving) is not a name's. With the decision, the
+/// secret a detector found and only reports (`[dlp] action = "report"`), which the
+/// listener records `egress.flagged` as it answers; where the question is refused
+/// anyway, that secret is the reason (docs/reference/dlp.md), so the name that carries
+/// it is never recorded.
 pub(crate) fn decide_now(
     ask: &Ask<'_>,
     policies: &Policies,
     audit_refusing: bool,
-) -> Result<Decision, Refusal> {
+) -> Result<(Decision, Option<Hit>), Refusal> {
     unaudited(audit_refusing, &ask.target)?;
     if let Some(hit) = exfiltration::scan(ask, &policies.canaries, false) {
         // No session to end: a question without credentials.
@@ -193,17 +211,27 @@ pub(crate) fn decide_now(
     let header = narrowing(ask.narrowing, &ask.target)?;
     let levels = levels(policies, None, &[header.as_deref(), None], &ask.target)?;
     // A name with a secret is refused; one only reported is answered and recorded by
-    // its listener, as the refusal of `Err` would be (docs/reference/dlp.md).
-    let detectors = secrets::in_force(policies, &levels);
-    if let Some(hit) = secrets::scan(ask, &detectors, false) {
-        return Err(Refusal::exfiltration(hit, &ask.target));
-    }
+    // its listener (docs/reference/dlp.md).
+    let detectors = secrets::without_session(policies, &headers_of(&[header.as_deref()]));
+    let flagged = match secrets::scan(ask, &detectors, false) {
+        Some(hit) if hit.by == By::Reported => Some(hit),
+        Some(hit) => return Err(Refusal::exfiltration(hit, &ask.target)),
+        None => None,
+    };
     let eff = Effective {
         org: &policies.org,
         levels: &levels,
     };
-    let (decision, _, _) = decide_levels(&eff, &ask.target, &ask.what)?;
-    Ok(decision)
+    let secret_first = |refusal: Refusal| match &flagged {
+        Some(hit) => Refusal::exfiltration(hit.clone(), &ask.target),
+        None => refusal,
+    };
+    let (decision, _, _) = decide_levels(&eff, &ask.target, &ask.what).map_err(secret_first)?;
+    if let (Verdict::Deny(reason), Some(_)) = (decision.verdict, &flagged) {
+        let refusal = Refusal::from_decision(&decision, reason, &ask.target);
+        return Err(secret_first(refusal));
+    }
+    Ok((decision, flagged))
 }
 
 /// Nothing goes through unrecorded (docs/reference/audit-log.md): while the audit log
@@ -238,6 +266,11 @@ fn levels<'a>(
         levels.push(narrower);
     }
     Ok(levels)
+}
+
+/// The narrowing headers given, widest first.
+fn headers_of<'a>(headers: &[Option<&'a RequestPolicy>]) -> Vec<&'a RequestPolicy> {
+    headers.iter().flatten().copied().collect()
 }
 
 /// The compiled policy of a session's snapshot, if any.

@@ -1,7 +1,7 @@
 //! The policies in force: the snapshot every listener judges by. `crate::load` builds
 //! one from the files; a reload builds another and swaps it in whole.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::dlp::{Detectors, Scanner};
 use crate::policy::{check_narrowing, OrgPolicy, RequestPolicy, Widening};
@@ -27,6 +27,9 @@ pub(crate) struct Policies {
     pub canaries: Arc<Scanner>,
     /// The organization's secret detectors (`[dlp]`, and the credentials' values).
     pub detectors: Arc<Detectors>,
+    /// The detectors in force for a request without a session, made at its first
+    /// (`crate::judgement::secrets`; `detectors` is set before any request is judged).
+    pub without_session_detectors: OnceLock<Arc<Detectors>>,
 }
 
 impl Policies {
@@ -47,6 +50,7 @@ impl Policies {
             credentials: Default::default(),
             canaries: Arc::default(),
             detectors: Arc::default(),
+            without_session_detectors: OnceLock::new(),
         }
     }
 }

@@ -224,6 +224,29 @@ pub(crate) fn audit_flagged(
     state.audit.write_detached(rec);
 }
 
+/// Write the `egress.flagged` record of a DNS query name that carries a secret a
+/// detector only reports, answered as its policy says (docs/reference/dlp.md):
+/// `refusal` is the refusal it would otherwise have been (`secret_detected`, its name
+/// `[redacted]`). Counted in the detectors' metric; the query itself is counted by its
+/// listener.
+pub(crate) async fn audit_flagged_query(state: &State, client: &Client, refusal: &Refusal) {
+    if let Some(hit) = refusal.dlp.as_deref() {
+        state.metrics.dlp_match(&hit.id, "report");
+    }
+    let rec = refusal_record(client, refusal, "egress.flagged", None);
+    state.audit.write(rec).await;
+}
+
+/// Write the `egress.flagged` record of a secret reported in a tunnel's server name or
+/// first bytes ([`audit_flagged`]), unless it is the server name of a tunnel whose
+/// target, the same name, was flagged already: one name, one record.
+pub(crate) fn audit_flagged_first(state: &State, client: &Client, approved: &Approved, hit: Hit) {
+    if hit.found_in == FoundIn::Sni && approved.flagged == Some(FoundIn::Target) {
+        return;
+    }
+    audit_flagged(state, client, approved, hit, None);
+}
+
 /// Write the audit record of an allowed connection (only with `--audit-allowed`). It is
 /// written when the request or tunnel ends, from code that cannot wait, so it never
 /// waits for room in the queue (and is never dropped). Without `--audit-allowed`, a

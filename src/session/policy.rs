@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, Weak};
 use serde_json::Value;
 
 use super::Session;
+use crate::dlp::Detectors;
 use crate::policy::RequestPolicy;
 
 /// How long a request waits for a reviewer when `ask_timeout_seconds` is not given.
@@ -26,7 +27,21 @@ pub(crate) struct SessionPolicy {
     /// The policies snapshot this policy was last found covered by (see
     /// [`SessionPolicy::covered_under`]). A `Weak` keeps the allocation, so the address
     /// cannot be reused by a later snapshot while it is held.
-    covered: Mutex<Option<Weak<dyn Any + Send + Sync>>>,
+    covered: Mutex<Option<Snapshot>>,
+    /// The secret detectors in force under this policy, with the policies snapshot they
+    /// were built for (see [`SessionPolicy::detectors_under`]).
+    detectors: Mutex<Option<(Snapshot, Arc<Detectors>)>>,
+}
+
+/// A policies snapshot something was found or built for, held weakly.
+type Snapshot = Weak<dyn Any + Send + Sync>;
+
+/// Whether `slot` was filled for `snapshot`: the same allocation, still held.
+fn same_snapshot<T: Any + Send + Sync>(
+    slot: &Weak<dyn Any + Send + Sync>,
+    snapshot: &Arc<T>,
+) -> bool {
+    std::ptr::addr_eq(slot.as_ptr(), Arc::as_ptr(snapshot))
 }
 
 impl SessionPolicy {
@@ -35,6 +50,7 @@ impl SessionPolicy {
             compiled,
             json,
             covered: Mutex::new(None),
+            detectors: Mutex::new(None),
         }
     }
 
@@ -51,16 +67,35 @@ impl SessionPolicy {
         T: Any + Send + Sync,
     {
         let mut slot = self.covered.lock().unwrap_or_else(|p| p.into_inner());
-        let same = slot
-            .as_ref()
-            .is_some_and(|w| std::ptr::addr_eq(w.as_ptr(), Arc::as_ptr(snapshot)));
-        if same {
+        if slot.as_ref().is_some_and(|w| same_snapshot(w, snapshot)) {
             return Ok(());
         }
         check()?;
         let any: Arc<dyn Any + Send + Sync> = snapshot.clone();
         *slot = Some(Arc::downgrade(&any));
         Ok(())
+    }
+
+    /// The secret detectors in force under this policy and the policies `snapshot`,
+    /// made by `build` once per snapshot (docs/reference/dlp.md, "Secret detectors"):
+    /// every request of the session shares them, and a reload or a policy swapped in
+    /// builds them afresh.
+    pub(crate) fn detectors_under<T>(
+        &self,
+        snapshot: &Arc<T>,
+        build: impl FnOnce() -> Arc<Detectors>,
+    ) -> Arc<Detectors>
+    where
+        T: Any + Send + Sync,
+    {
+        let mut slot = self.detectors.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, detectors)) = slot.as_ref().filter(|(w, _)| same_snapshot(w, snapshot)) {
+            return detectors.clone();
+        }
+        let detectors = build();
+        let any: Arc<dyn Any + Send + Sync> = snapshot.clone();
+        *slot = Some((Arc::downgrade(&any), detectors.clone()));
+        detectors
     }
 
     /// This policy with `entry` (a destination pattern such as `api.example.com:443`)

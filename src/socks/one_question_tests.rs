@@ -35,10 +35,13 @@ fn policies() -> Policies {
 
 /// The verdict of a decision: allowed, or the reason it is refused.
 fn verdict(
-    decided: Result<crate::policy::Decision, crate::judgement::refusal::Refusal>,
+    decided: Result<
+        (crate::policy::Decision, Option<crate::dlp::Hit>),
+        crate::judgement::refusal::Refusal,
+    >,
 ) -> Option<Reason> {
     match decided {
-        Ok(d) => match d.verdict {
+        Ok((d, _)) => match d.verdict {
             Verdict::Allow => None,
             Verdict::Deny(r) | Verdict::WouldDeny(r) => Some(r),
         },

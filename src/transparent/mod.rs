@@ -45,7 +45,9 @@ use crate::judgement::client_hello::{self, MAX_HELLO_BYTES, TLS_HANDSHAKE};
 use crate::judgement::exfiltration;
 use crate::judgement::judge;
 use crate::judgement::pending::PendingSlot;
-use crate::judgement::record::{audit_refusal, count_approved, record_stop, Asked, Client};
+use crate::judgement::record::{
+    audit_flagged_first, audit_refusal, count_approved, record_stop, Asked, Client,
+};
 use crate::judgement::refusal::Refusal;
 use crate::judgement::State;
 use crate::net::synthetic::SyntheticNames;
@@ -322,11 +324,16 @@ async fn tunnel_redirected(
         &canaries,
         &approved.detectors,
     );
-    if let Err(refusal) = judged {
-        let refusal = refusal.in_session(&approved.session);
-        let on_trip = exfiltration::on_trip(&approved.policies, approved.session.as_ref());
-        exfiltration::end_session(&state, on_trip, approved.session.as_ref(), &refusal).await;
-        return audit_refusal(&state, &client, &refusal, None).await;
+    match judged {
+        Err(refusal) => {
+            let refusal = refusal.in_session(&approved.session);
+            let on_trip = exfiltration::on_trip(&approved.policies, approved.session.as_ref());
+            exfiltration::end_session(&state, on_trip, approved.session.as_ref(), &refusal).await;
+            return audit_refusal(&state, &client, &refusal, None).await;
+        }
+        // Let through and recorded: `[dlp] action = "report"` (docs/reference/dlp.md).
+        Ok(Some(hit)) => audit_flagged_first(&state, &client, &approved, hit),
+        Ok(None) => {}
     }
     count_approved(&state, &client, &approved);
     tunnel::open_redirected(stream, approved, state, client, done, Arc::new(pool)).await;

@@ -47,7 +47,9 @@ fn destination_refusal(state: &State, target: &Target) -> Option<Refusal> {
     // by the caller, so the audit log's state is not asked here.
     let ask = Ask::tunnel(target.clone(), Credentials::None);
     let decision = match decide_now(&ask, &policies, false) {
-        Ok(decision) => decision,
+        // Refused anyway: a secret its name carries is the reason (docs/reference/dlp.md).
+        Ok((_, Some(hit))) => return Some(Refusal::exfiltration(hit, target)),
+        Ok((decision, None)) => decision,
         Err(widening) => return Some(widening),
     };
     if let Verdict::Deny(reason) = decision.verdict {

@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 use super::idle::{Activity, Watched};
 use super::{relay, ClientSide, Downstream, Inspect, Prefixed, Tunnel};
 use crate::judgement::approved::{Approved, Judged};
-use crate::judgement::record::Client;
+use crate::judgement::record::{self, Client};
 use crate::judgement::refusal::Refusal;
 use crate::judgement::relayed::{Relayed, RelayedSum};
 use crate::judgement::{budget, client_hello, State};
@@ -29,6 +29,7 @@ enum Admitted {
 struct FirstBytesOf<'a> {
     approved: &'a Approved,
     state: &'a Arc<State>,
+    client: &'a Client,
     activity: &'a Activity,
     inspect: &'a dyn Inspect,
     inside: Tunnel<'a>,
@@ -38,8 +39,9 @@ struct FirstBytesOf<'a> {
 
 /// Judge a tunnel's first bytes (`[tunnels]`), by the policies its `CONNECT` was
 /// decided with, not those in force now: a reload between the two must not judge one
-/// tunnel by two policies. Then serve an intercepted tunnel, or send on what the
-/// budget grants of them and hand the rest to the relay.
+/// tunnel by two policies. A secret in them that a detector only reports goes on,
+/// recorded `egress.flagged` (docs/reference/dlp.md). Then serve an intercepted tunnel,
+/// or send on what the budget grants of them and hand the rest to the relay.
 async fn admit_first(
     mut downstream: ClientSide,
     upstream: TcpStream,
@@ -52,7 +54,7 @@ async fn admit_first(
     let wait = limits.header_timeout.min(limits.tunnel_idle_timeout);
     let canaries = approved.canaries();
     let detectors = &approved.detectors;
-    let first = client_hello::admit(
+    let (first, reported) = client_hello::admit(
         &mut downstream,
         &upstream,
         target,
@@ -62,6 +64,9 @@ async fn admit_first(
         wait,
     )
     .await?;
+    if let Some(hit) = reported {
+        record::audit_flagged_first(of.state, of.client, approved, hit);
+    }
     if matches!(approved.judged, Judged::Intercept) {
         // Each request inside pays the budget for its own body.
         (of.inspect
@@ -134,6 +139,7 @@ async fn carry_bytes(
             let first = FirstBytesOf {
                 approved: of.approved,
                 state: of.state,
+                client: of.client,
                 activity,
                 inspect: of.inspect,
                 inside: tunnel,

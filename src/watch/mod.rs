@@ -97,7 +97,10 @@ pub fn text_line(record: &Value, colour: bool) -> String {
         Some(port) => format!("{}:{port}", field("host")),
         None => field("host"),
     };
+    // A canary or secret found (docs/reference/dlp.md) stands out: white on red.
+    let dlp = record.get("dlp").filter(|d| d.is_object());
     let shown_event = match (colour, event.as_str()) {
+        (true, _) if dlp.is_some() => format!("\x1b[1;37;41m{event:<17}\x1b[0m"),
         (true, "egress.denied") => format!("\x1b[31m{event:<17}\x1b[0m"),
         (true, "egress.allowed") => format!("\x1b[32m{event:<17}\x1b[0m"),
         (true, "egress.would_deny" | "approval.expired") => {
@@ -107,12 +110,29 @@ pub fn text_line(record: &Value, colour: bool) -> String {
         (true, "approval.denied") => format!("\x1b[31m{event:<17}\x1b[0m"),
         _ => format!("{event:<17}"),
     };
-    format!(
+    let line = format!(
         "{} {shown_event} {dest} {} rule={} session={}",
         field("ts"),
         field("reason"),
         field("rule"),
         field("session")
+    );
+    match dlp {
+        Some(dlp) => format!("{line} {}", dlp_fields(dlp)),
+        None => line,
+    }
+}
+
+/// What a record's `dlp` says, as the line ends with it: which canary or detector, its
+/// kind, where and in what encoding it was found. The record never holds the value.
+fn dlp_fields(dlp: &Value) -> String {
+    let part = |name: &str| dlp[name].as_str().unwrap_or("-").to_string();
+    format!(
+        "dlp={} kind={} found_in={} encoding={}",
+        part("id"),
+        part("kind"),
+        part("found_in"),
+        part("encoding")
     )
 }
 
@@ -132,6 +152,22 @@ mod tests {
         assert!(text_line(&record, true).contains("\x1b[31megress.denied"));
         let v6 = serde_json::json!({"event": "egress.allowed", "host": "::1", "port": 80});
         assert!(text_line(&v6, false).contains(" [::1]:80 "));
+    }
+
+    #[test]
+    fn a_canary_or_secret_found_stands_out_and_says_which_where() {
+        let record = serde_json::json!({"ts": "2026-12-02T02:31:07.412Z",
+            "event": "egress.denied", "host": "[redacted]", "port": 443,
+            "reason": "exfiltration_detected", "rule": null, "session": "s1",
+            "dlp": {"id": "c1", "kind": "github_token", "encoding": "hex", "found_in": "target"}});
+        assert_eq!(
+            text_line(&record, false),
+            "2026-12-02T02:31:07.412Z egress.denied     [redacted]:443 exfiltration_detected rule=- session=s1 dlp=c1 kind=github_token found_in=target encoding=hex"
+        );
+        assert!(text_line(&record, true).contains("\x1b[1;37;41megress.denied"));
+        let mut flagged = record.clone();
+        flagged["event"] = "egress.flagged".into();
+        assert!(text_line(&flagged, true).contains("\x1b[1;37;41megress.flagged"));
     }
 
     #[test]

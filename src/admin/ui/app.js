@@ -5,7 +5,8 @@
 // one variable of this module, nowhere else: not in storage, a cookie or the URL, so
 // reloading the page forgets it.
 import {
-  $, approvalItem, denialItem, enable, note, sessionItem, setCount, setStatus, updateApproval,
+  $, approvalItem, denialItem, enable, isSecret, note, sessionItem, setCount, setStatus,
+  updateApproval,
 } from "/ui/view.js";
 
 const MAX_DENIALS = 200;
@@ -198,6 +199,7 @@ function asRecord(e) {
     reason: e.status_detail || null,
     rule: (e.firewall_rule || {}).name || null,
     policy_level: u.policy_level || null,
+    dlp: u.dlp || null,
     shared_hosting: !!u.shared_hosting,
     via: u.via,
   };
@@ -225,7 +227,12 @@ function onBlock(mine, block) {
   }
   if (name === "egress.denied") {
     const list = $("denials-list");
-    list.prepend(denialItem(asRecord(record)));
+    const denial = asRecord(record);
+    // Canaries and secrets found first (docs/reference/dlp.md), newest first; then the
+    // other denials, newest first. The oldest of the others goes first when full.
+    const item = denialItem(denial);
+    if (isSecret(denial)) list.prepend(item);
+    else list.insertBefore(item, list.querySelector(".denial:not(.secret)"));
     while (list.children.length > MAX_DENIALS) list.lastElementChild.remove();
     setCount("denials", list.children.length);
   }

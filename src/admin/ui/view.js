@@ -74,15 +74,26 @@ function bytes(n) {
   return (i ? n.toFixed(1) : String(n)) + " " + units[i];
 }
 
-// Red for what the organization refuses, amber for a session's or a request's policy.
+// Red for what the organization refuses, amber for a session's or a request's policy,
+// white on red for a canary or secret found.
 function reasonKind(reason) {
+  if (isSecret({ reason })) return "secret";
   if (reason === "not_in_request_policy" || reason === "policy_widening") return "request";
   return "org";
 }
 
+// A refusal for a canary or a secret found in the request (docs/reference/dlp.md): the
+// page shows these first.
+export function isSecret(r) {
+  return r.reason === "exfiltration_detected" || r.reason === "secret_detected";
+}
+
 // One denial (an `egress.denied` audit record, docs/reference/audit-log.md).
 export function denialItem(r) {
-  const item = el("li", "item denial", null, { "data-host": r.host || "" });
+  const secret = isSecret(r);
+  const item = el("li", secret ? "item denial secret" : "item denial", null, {
+    "data-host": r.host || "",
+  });
   const head = el("div", "head");
   const hasPort = r.port !== null && r.port !== undefined;
   head.append(el("span", "target", hasPort ? `${r.host}:${r.port}` : r.host));
@@ -90,6 +101,13 @@ export function denialItem(r) {
   if (r.shared_hosting) head.append(badge("shared hosting", "shared"));
   head.append(el("time", "when", clock(r.ts), { datetime: r.ts || "" }));
   const meta = el("div", "meta");
+  // Which canary or detector, where, how encoded: the record never holds the value.
+  const dlp = r.dlp && typeof r.dlp === "object" ? r.dlp : null;
+  if (dlp) {
+    meta.append(field("found", `${dlp.id} (${dlp.kind})`));
+    meta.append(field("in", dlp.found_in));
+    meta.append(field("encoding", dlp.encoding));
+  }
   if (r.method) meta.append(field("method", r.method));
   meta.append(field("rule", r.rule || "none"));
   meta.append(field("level", r.policy_level || "none"));

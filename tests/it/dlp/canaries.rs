@@ -9,7 +9,8 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use serde_json::Value;
 
-use super::{shown_forms, values_file, with_canaries, VALUE};
+use super::{shown, values_file, with_canaries, VALUE};
+use crate::events::Events;
 use crate::support::client::{connect_via_proxy, get_via_proxy};
 use crate::support::dns::DnsServer;
 use crate::support::dns_client::{dns_listener, UdpClient};
@@ -18,17 +19,10 @@ use crate::support::origin::Origin;
 use crate::support::proxy::{Proxy, ProxyBuilder};
 use crate::support::sessions;
 
-/// No record, no answer, no line of the proxy's log shows the value, in any form.
-fn assert_never_shown(proxy: &Proxy, answers: &[String]) {
-    let shown = format!(
-        "{}\n{}\n{}",
-        proxy.audit_text(),
-        proxy.stderr(),
-        answers.join("\n")
-    );
-    for form in shown_forms() {
-        assert!(!shown.contains(&form), "{form} shown:\n{shown}");
-    }
+/// No record, answer, event, metric, console data or line of the proxy's log shows
+/// the value, in any form.
+async fn assert_never_shown(proxy: &Proxy, answers: &[String]) {
+    shown::assert_never_shown(proxy, &[VALUE], answers).await;
 }
 
 /// A request's path, its extra header fields, and where and how the value is in it.
@@ -51,6 +45,7 @@ async fn origin_and_proxy(tag: &str) -> (Origin, Proxy) {
     let proxy = ProxyBuilder::new(org.to_toml())
         .policy(allowlist_json(&["allowed.test"]))
         .pin("allowed.test")
+        .admin("events-token")
         .start()
         .await;
     (origin, proxy)
@@ -59,6 +54,8 @@ async fn origin_and_proxy(tag: &str) -> (Origin, Proxy) {
 #[tokio::test]
 async fn a_canary_in_the_url_or_a_header_in_any_encoding_never_reaches_the_origin() {
     let (origin, proxy) = origin_and_proxy("http").await;
+    // The console's stream of denials, read as the console reads it.
+    let mut events = Events::open(&proxy, "?event=egress.denied").await;
     let base = format!("http://allowed.test:{}", origin.port());
     // The probe: the same requests without the value reach the origin.
     let clean = get_via_proxy(
@@ -135,7 +132,10 @@ async fn a_canary_in_the_url_or_a_header_in_any_encoding_never_reaches_the_origi
             "a URL that may hold the value: {record}"
         );
     }
-    assert_never_shown(&proxy, &answers);
+    for _ in 0..cases.len() {
+        answers.push(events.next().await.data.to_string());
+    }
+    assert_never_shown(&proxy, &answers).await;
 }
 
 #[tokio::test]
@@ -161,7 +161,7 @@ async fn a_canary_in_a_connect_name_is_the_reason_and_the_name_is_not_recorded()
     assert_eq!(records[0]["dlp"]["found_in"], "target");
     assert_eq!(records[0]["dlp"]["encoding"], "hex");
     assert_eq!(origin.hits(), 0);
-    assert_never_shown(&proxy, &[answer.text()]);
+    assert_never_shown(&proxy, &[answer.text()]).await;
     // Nor the labels that carried it.
     let shown = format!("{}{}{}", proxy.audit_text(), proxy.stderr(), answer.text());
     assert!(!shown.contains(a) && !shown.contains(b), "{shown}");
@@ -250,7 +250,7 @@ async fn a_tripped_canary_ends_its_session_and_says_so() {
         )
         .await;
     assert_eq!(denied["session"], session.id.as_str());
-    assert_never_shown(&proxy, &[tripped.text()]);
+    assert_never_shown(&proxy, &[tripped.text()]).await;
 }
 
 /// The first flight rustls's client sends for `name`.

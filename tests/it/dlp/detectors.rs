@@ -16,14 +16,14 @@ use crate::support::client::get_via_proxy;
 use crate::support::org::{allowlist_json, Org};
 use crate::support::proxy::{Proxy, ProxyBuilder};
 
-const GITHUB: &str = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789";
+pub(super) const GITHUB: &str = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789";
 const EMPLOYEE: &str = "EMP-482913";
 const CREDENTIAL: &str = "cred-Zq81xPw0LmT6uY3a";
 const JWT: &str = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.c2ln";
 
 /// `[dlp]` with two built-ins, the `employee-id` pattern and `action`; a credential
 /// for `secure.test` (allowed on 8080 only: no interception needed) read from a file.
-fn org(port: u16, action: &str, tag: &str) -> String {
+pub(super) fn org(port: u16, action: &str, tag: &str) -> String {
     let dir = std::env::temp_dir().join(format!("egress-detect-{}-{tag}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let token = dir.join("token");
@@ -39,7 +39,7 @@ fn org(port: u16, action: &str, tag: &str) -> String {
         .to_toml()
 }
 
-async fn start(action: &str, tag: &str, policy: &str) -> (Sink, Proxy) {
+pub(super) async fn start(action: &str, tag: &str, policy: &str) -> (Sink, Proxy) {
     let sink = Sink::start().await;
     let proxy = ProxyBuilder::new(org(sink.port(), action, tag))
         .policy(policy)
@@ -51,7 +51,7 @@ async fn start(action: &str, tag: &str, policy: &str) -> (Sink, Proxy) {
 }
 
 /// The records of `event` with a `dlp` object, waiting (bounded) for `n`.
-async fn dlp_records(proxy: &Proxy, event: &str, n: usize) -> Vec<Value> {
+pub(super) async fn dlp_records(proxy: &Proxy, event: &str, n: usize) -> Vec<Value> {
     let of = || -> Vec<Value> {
         let lines = proxy.audit_lines().into_iter();
         lines
@@ -65,26 +65,18 @@ async fn dlp_records(proxy: &Proxy, event: &str, n: usize) -> Vec<Value> {
     of()
 }
 
-/// Nothing the proxy shows (records, its log, `/metrics`, and `answers`: answers and
-/// events) holds any of the values.
+/// Nothing the proxy shows (records, its log, `/metrics`, the console's data, and
+/// `answers`: answers and events) holds any of the values.
 async fn assert_never_shown(proxy: &Proxy, answers: &[String]) {
-    let metrics = proxy.admin().metrics().await;
-    let shown = format!(
-        "{}\n{}\n{}\n{metrics}",
-        proxy.audit_text(),
-        proxy.stderr(),
-        answers.join("\n")
-    );
-    for value in [
+    let values = [
         GITHUB,
         EMPLOYEE,
         CREDENTIAL,
         JWT,
         "aBcDeFgHiJkLmNoPqRsTuVwXyZ",
         "482913",
-    ] {
-        assert!(!shown.contains(value), "{value} shown:\n{shown}");
-    }
+    ];
+    super::shown::assert_never_shown(proxy, &values, answers).await;
 }
 
 #[tokio::test]

@@ -10,14 +10,14 @@ mod canaries;
 mod detectors;
 mod fleet;
 mod inspected;
+mod reported;
 mod session;
+mod shown;
 mod sink;
 mod tunnel;
 mod websocket;
 
 use std::path::PathBuf;
-
-use base64::Engine;
 
 use crate::support::org::Org;
 
@@ -39,13 +39,4 @@ pub(crate) fn with_canaries(org: Org, file: &std::path::Path, on_trip: &str) -> 
         "[canaries]\nvalues_file = {:?}\non_trip = {on_trip:?}",
         file.to_str().unwrap()
     ))
-}
-
-/// Every form of the value that must never show: as it is, hex, base64.
-pub(crate) fn shown_forms() -> Vec<String> {
-    vec![
-        VALUE.to_string(),
-        data_encoding::HEXLOWER.encode(VALUE.as_bytes()),
-        base64::engine::general_purpose::STANDARD.encode(VALUE),
-    ]
 }

@@ -44,7 +44,11 @@ fn org(port: u16) -> Org {
         .default_policy(
             r#"{ type = "allowlist", allowed_domains = ["allowed.test", "hooks.webhook.site"] }"#,
         )
+        .raw_line("[dlp]\ndetectors = [\"github_token\"]")
 }
+
+/// A value the `github_token` detector finds (docs/reference/dlp.md).
+const GITHUB: &str = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789";
 
 fn builder(origin: &Origin) -> ProxyBuilder {
     ProxyBuilder::new(org(origin.port()).to_toml())
@@ -195,6 +199,20 @@ async fn the_console_shows_denials_sessions_and_approvals_live_in_a_browser() {
     );
     assert_eq!(denied["fields"]["session"], "no session");
     assert_eq!(denied["fields"]["method"], "GET");
+    // A secret found: shown first, whatever comes after it, with which detector found
+    // it and where, never the value.
+    let secret_url = url("allowed.test", &origin, "/upload");
+    let resp = get_via_proxy(proxy.addr, &secret_url, &[("x-token", GITHUB)]).await;
+    assert_eq!(resp.status, 403);
+    let found = browser.call(json!({"do": "denial", "host": "allowed.test"}));
+    assert_eq!(found["badges"], json!(["secret_detected"]), "{found}");
+    assert_eq!(
+        found["fields"]["found"], "github_token (detector)",
+        "{found}"
+    );
+    assert_eq!(found["fields"]["in"], "header", "{found}");
+    assert_eq!(found["fields"]["encoding"], "plain", "{found}");
+    assert!(!found.to_string().contains(GITHUB), "{found}");
     let resp = get_via_proxy(proxy.addr, &url("hooks.webhook.site", &origin, "/"), &[]).await;
     assert_eq!(resp.status, 403);
     let shared = browser.call(json!({"do": "denial", "host": "hooks.webhook.site"}));
@@ -206,7 +224,14 @@ async fn the_console_shows_denials_sessions_and_approvals_live_in_a_browser() {
     assert_eq!(shared["fields"]["rule"], "webhook.site", "{shared}");
     let order = browser
         .js("return [...document.querySelectorAll('#denials-list li')].map(li => li.dataset.host)");
-    assert_eq!(order, json!(["hooks.webhook.site", "evil.test"]));
+    assert_eq!(
+        order,
+        json!(["allowed.test", "hooks.webhook.site", "evil.test"])
+    );
+    let highlighted = browser.js(
+        "return [...document.querySelectorAll('#denials-list li.secret')].map(li => li.dataset.host)",
+    );
+    assert_eq!(highlighted, json!(["allowed.test"]));
 
     // Two held requests, pending on the page (and in the screenshots).
     let held = approvals::hold(&mut browser, &proxy, &origin, &session).await;
@@ -271,6 +296,18 @@ async fn the_console_shows_a_denial_of_an_ocsf_log() {
     assert_eq!(denied["fields"]["method"], "GET", "{denied}");
     assert_eq!(denied["fields"]["session"], "no session", "{denied}");
     assert_eq!(denied["fields"]["level"], "org", "{denied}");
+    // A secret found is read back from the OCSF event too: first, with its `dlp`.
+    let secret_url = url("allowed.test", &origin, "/upload");
+    let resp = get_via_proxy(proxy.addr, &secret_url, &[("x-token", GITHUB)]).await;
+    assert_eq!(resp.status, 403);
+    let found = browser.call(json!({"do": "denial", "host": "allowed.test"}));
+    assert_eq!(
+        found["fields"]["found"], "github_token (detector)",
+        "{found}"
+    );
+    let order = browser
+        .js("return [...document.querySelectorAll('#denials-list li')].map(li => li.dataset.host)");
+    assert_eq!(order, json!(["allowed.test", "evil.test"]));
     let line = proxy.audit_text();
     assert!(line.starts_with("{\"category_uid\":4,"), "{line}");
     let logs = browser.logs();
