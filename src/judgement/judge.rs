@@ -14,6 +14,7 @@ use super::budget;
 use super::decide::decide_levels;
 use super::exfiltration;
 use super::hold::{self, Hold};
+use super::levels::Levels;
 use super::policies::Policies;
 use super::record::{audit_flagged, audit_would_deny, Client};
 use super::refusal::{Failure, Refusal, Stop};
@@ -163,7 +164,6 @@ pub(crate) async fn judge(
             (addrs, None)
         }
     };
-    drop(levels);
     let websocket = matches!(&ask.what, What::Request(r) if r.websocket);
     let approved = Approved {
         addrs,
@@ -256,7 +256,7 @@ fn levels<'a>(
     session: Option<&'a RequestPolicy>,
     headers: &[Option<&'a RequestPolicy>],
     target: &Target,
-) -> Result<Vec<&'a RequestPolicy>, Refusal> {
+) -> Result<Levels<'a>, Refusal> {
     let mut levels = base_levels(policies, session, target)?;
     for narrower in headers.iter().flatten() {
         if let Err(widening) = check_narrowing(&policies.org, &levels, narrower) {
@@ -422,13 +422,20 @@ pub(crate) fn base_levels<'a>(
     policies: &'a Policies,
     session: Option<&'a RequestPolicy>,
     target: &Target,
-) -> Result<Vec<&'a RequestPolicy>, Refusal> {
+) -> Result<Levels<'a>, Refusal> {
     if let Some(widening) = &policies.widening {
         let what = "the proxy's --policy widens the reloaded organization policy";
         return Err(Refusal::widening(target, widening, what));
     }
-    Ok(match session {
-        Some(own) => policies.serve_policy.iter().chain([own]).collect(),
-        None => vec![&policies.without_session],
-    })
+    let mut levels = Levels::default();
+    match session {
+        Some(own) => {
+            if let Some(serve) = &policies.serve_policy {
+                levels.push(serve);
+            }
+            levels.push(own);
+        }
+        None => levels.push(&policies.without_session),
+    }
+    Ok(levels)
 }

@@ -58,6 +58,7 @@ pub(crate) mod decide;
 pub(crate) mod exfiltration;
 pub(crate) mod hold;
 pub(crate) mod judge;
+pub(crate) mod levels;
 pub(crate) mod pending;
 pub(crate) mod policies;
 pub(crate) mod record;
