@@ -20,6 +20,15 @@
 # sealed by the chain), PROXY_ARGS="..." (more flags for the proxy, split on spaces, e.g.
 # `--otlp-endpoint http://127.0.0.1:9`). The proxy pins its one name with --resolve:
 # nothing is resolved through the system resolver.
+#
+# After that line, the same difference per thread (callgrind --separate-threads=yes),
+# each thread told by the function its profile runs from: the request path (the worker
+# threads, `workers::worker_thread`), the audit writer (`audit::thread::writer_thread`
+# and its blocking writes, `egress-audit-io`), the rest (the control plane's thread,
+# its blocking pool); and the chain's share, the inclusive cost of `SEAL_FN` (default
+# `Batch::seal`: the SHA-256 and the `seq`/`prev` fields of each line) on the workers
+# and in the whole process, with the whole process less it (the same build without the
+# chain's sealing). THREADS=0 prints the first line alone.
 set -euo pipefail
 
 FEW=${FEW:-500}
@@ -111,6 +120,7 @@ count() {
     # shellcheck disable=SC2206 # split on spaces, as documented
     events+=(${PROXY_ARGS:-})
     EGRESS_PROXY_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$TMP/callgrind.$1" \
+        --separate-threads=yes \
         "$PROXY_BIN" serve --org "$TMP/org.toml" --listen "127.0.0.1:$PROXY_PORT" --workers 1 \
         --resolve allowed.test=127.0.0.1 --dns-server 127.0.0.1:9 "${events[@]}" \
         --audit-log "$TMP/audit.jsonl" 2>"$TMP/valgrind.$1.log" &
@@ -139,12 +149,63 @@ count() {
     awk '/Collected/ {gsub(",", "", $4); print $4}' "$TMP/valgrind.$1.log"
 }
 
+# The instructions of one thread's profile (its `summary:` line).
+summary() { # file
+    awk '/^summary:/ {print $2; exit}' "$1"
+}
+
+# The inclusive instructions of the functions whose name holds $2 in profile $1 (0 when
+# none ran there); callgrind_annotate counts a recursive call once.
+inclusive() { # file pattern
+    callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null |
+        awk -v pat="$2" 'index($0, pat) {gsub(",", "", $1); n += $1} END {print n + 0}'
+}
+
+# Per run of $1 requests: "worker N", "audit N", "other N", "seal_workers N", "seal N",
+# summed over the threads' profiles.
+threads() { # requests
+    local file kind worker=0 audit=0 other=0 seal_workers=0 seal=0 n s
+    for file in "$TMP/callgrind.$1"-*; do
+        n=$(summary "$file")
+        s=$(inclusive "$file" "$SEAL_FN")
+        if grep -q 'egress_proxy::workers::worker_thread' "$file"; then
+            kind=worker
+            seal_workers=$((seal_workers + s))
+        elif grep -q -e 'egress_proxy::audit::thread::writer_thread' \
+            -e 'egress_proxy::audit::batch::write_from' \
+            -e 'egress_proxy::audit::writer::AuditWriter::write_out' "$file"; then
+            kind=audit
+        else
+            kind=other
+        fi
+        seal=$((seal + s))
+        case $kind in
+        worker) worker=$((worker + n)) ;;
+        audit) audit=$((audit + n)) ;;
+        *) other=$((other + n)) ;;
+        esac
+    done
+    echo "worker $worker audit $audit other $other seal_workers $seal_workers seal $seal"
+}
+
+SEAL_FN=${SEAL_FN:-Batch::seal}
 few=$(count "$FEW")
 many=$(count "$MANY")
-echo "instructions per keep-alive request (callgrind, one worker): $(( (many - few) / (MANY - FEW) ))"
-# KEEP=DIR keeps both runs' callgrind files there, for `callgrind_annotate` (the
-# difference between the two is the requests' own cost).
+total=$(( (many - few) / (MANY - FEW) ))
+echo "instructions per keep-alive request (callgrind, one worker): $total"
+if [ "${THREADS:-1}" != 0 ]; then
+    read -r _ fw _ fa _ fo _ fsw _ fs <<<"$(threads "$FEW")"
+    read -r _ mw _ ma _ mo _ msw _ ms <<<"$(threads "$MANY")"
+    per() { echo $(( ($2 - $1) / (MANY - FEW) )); }
+    seal=$(per "$fs" "$ms")
+    echo "  request path (worker threads): $(per "$fw" "$mw"), of which $SEAL_FN: $(per "$fsw" "$msw")"
+    echo "  audit writer thread and its writes: $(per "$fa" "$ma")"
+    echo "  other threads (control plane, blocking pool): $(per "$fo" "$mo")"
+    echo "  whole process: $total, of which $SEAL_FN: $seal; less it: $((total - seal))"
+fi
+# KEEP=DIR keeps both runs' callgrind files there, one a thread (`callgrind.RUN-NN`), for
+# `callgrind_annotate` (the difference between the two is the requests' own cost).
 if [ -n "${KEEP:-}" ]; then
     mkdir -p "$KEEP"
-    cp "$TMP/callgrind.$FEW" "$TMP/callgrind.$MANY" "$KEEP/"
+    cp "$TMP/callgrind.$FEW"-* "$TMP/callgrind.$MANY"-* "$KEEP/"
 fi

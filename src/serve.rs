@@ -276,7 +276,11 @@ pub async fn serve_with(
             path: args.audit_log.clone(),
             source,
         })?;
-    let writer = tokio::spawn(writer.run());
+    // Off the workers and this thread: serialising and sealing lines is the writer's.
+    let writer = writer.start().map_err(|source| StartError::Audit {
+        path: args.audit_log.clone(),
+        source,
+    })?;
     let audit_closer = audit.clone();
 
     tracing::info!(org = %args.org.display(), mode = ?policies.org.mode(), "policy loaded");

@@ -2,7 +2,8 @@
 //!
 //! One JSON object per line for every denied attempt (and allowed connection with
 //! `--audit-allowed`): the record ([`Record`]), its time format and request ids here;
-//! the queue and the task that writes the file in [`writer`]; the chain of `seq` and
+//! the queue and the task that writes the file in [`writer`], on its own thread
+//! ([`thread`]); the chain of `seq` and
 //! `prev` every line carries, and its signed checkpoints, in [`chain`] and [`keys`]; a
 //! record as an OCSF event (`--audit-format ocsf`), and back, in [`ocsf`]; each line as
 //! written, for the OpenTelemetry export, in [`export`], with what it needs beyond the
@@ -21,6 +22,7 @@ mod export;
 pub(crate) mod keys;
 mod live;
 pub(crate) mod ocsf;
+mod thread;
 mod trace;
 mod writer;
 pub(crate) use chain::Format;

@@ -20,11 +20,11 @@
 //!
 //! # Shutdown
 //!
-//! [`AuditLog::open_with`] returns the handle and an [`AuditWriter`]; spawn
-//! [`AuditWriter::run`] and keep its `JoinHandle`. On shutdown, stop accepting, then
-//! either drop every `AuditLog` clone or call [`AuditLog::close`] on one of them, and
-//! await the `JoinHandle`: when it returns, every record queued before that point is in
-//! the file, and the file is fsynced.
+//! [`AuditLog::open_with`] returns the handle and an [`AuditWriter`]; start it on its
+//! own thread (`AuditWriter::start`, `super::thread`) or spawn [`AuditWriter::run`]. On
+//! shutdown, stop accepting, then either drop every `AuditLog` clone or call
+//! [`AuditLog::close`] on one of them, and await the writer's end: then every record
+//! queued before that point is in the file, and the file is fsynced.
 
 use std::fs::File;
 use std::io;
@@ -121,8 +121,8 @@ struct Sink {
 
 impl AuditLog {
     /// Opens `path` for appending (created with mode 0600 if missing), or standard output
-    /// for `-`, to write in `options`' format, signing checkpoints with its key. Spawn
-    /// the returned writer's [`run`](AuditWriter::run).
+    /// for `-`, to write in `options`' format, signing checkpoints with its key. Start
+    /// the returned writer (see the module docs).
     pub(crate) async fn open_with(
         path: &str,
         options: AuditOptions,

@@ -16,7 +16,7 @@ use crate::judgement::judge::decide_now;
 use crate::judgement::refusal::Refusal;
 use crate::judgement::Policies;
 use crate::net::synthetic::SyntheticNames;
-use crate::policy::{Host, HostName, Reason, Target, Verdict};
+use crate::policy::{Decision, Host, HostName, Reason, Target, Verdict};
 
 /// The TTL of an `A` answer: short, so a client asks again (and is judged again) soon
 /// after a reload narrows the policy.
@@ -33,9 +33,11 @@ pub(crate) struct Given<'a> {
 /// What a message came to: the listener counts each, and audits the refusals.
 #[derive(Debug)]
 pub(crate) enum Settled {
-    /// An allowed name: its `A` answer, or an empty `NOERROR` for another type; or the
-    /// `PTR` answer for a synthetic address handed out (the name it stands for).
-    Allowed,
+    /// An allowed name: its `A` answer, or an empty `NOERROR` for another type, with the
+    /// name and the decision (for its span, docs/reference/opentelemetry.md); or the
+    /// `PTR` answer for a synthetic address handed out (the name it stands for), which
+    /// no policy judges (`None`).
+    Allowed(Option<Box<(Target, Decision)>>),
     /// Allowed by report mode only: answered as allowed, audited as `egress.would_deny`.
     WouldDeny(Refusal),
     /// A name answered (allowed, or by report mode) that carries a secret a detector
@@ -85,7 +87,7 @@ pub(crate) fn answer(bytes: &[u8], given: &Given) -> Answer {
         if let Some(name) = synthetic_reverse(query.name(), given.synthetic) {
             return Answer {
                 message: reply(&request, query, ResponseCode::NoError, ptr(&name)),
-                judged: Settled::Allowed,
+                judged: Settled::Allowed(None),
             };
         }
     }
@@ -142,7 +144,7 @@ pub(crate) fn answer(bytes: &[u8], given: &Given) -> Answer {
         (Verdict::Allow | Verdict::WouldDeny(_), Some(hit)) => {
             Settled::Flagged(Refusal::exfiltration(hit, &asked.target))
         }
-        (Verdict::Allow, None) => Settled::Allowed,
+        (Verdict::Allow, None) => Settled::Allowed(Some(Box::new((asked.target, decision)))),
         (Verdict::WouldDeny(reason), None) => {
             Settled::WouldDeny(Refusal::from_decision(&decision, reason, &asked.target))
         }

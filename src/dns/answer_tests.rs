@@ -68,7 +68,7 @@ fn addresses(m: &Message) -> Vec<Ipv4Addr> {
 fn an_allowed_name_gets_its_synthetic_address() {
     let (p, names) = (standard(), SyntheticNames::new());
     let a = answer(&query("api.test.", RecordType::A), &ask(&p, &names));
-    assert!(matches!(a.judged, Settled::Allowed), "{a:?}");
+    assert!(matches!(a.judged, Settled::Allowed(_)), "{a:?}");
     let m = reply(&a);
     assert_eq!(m.id(), 0x1234);
     assert_eq!(m.message_type(), MessageType::Response);
@@ -114,7 +114,7 @@ fn other_types_of_an_allowed_name_are_empty() {
         RecordType::ANY,
     ] {
         let a = answer(&query("api.test.", qtype), &ask(&p, &names));
-        assert!(matches!(a.judged, Settled::Allowed), "{qtype}");
+        assert!(matches!(a.judged, Settled::Allowed(_)), "{qtype}");
         let m = reply(&a);
         assert_eq!(m.response_code(), ResponseCode::NoError, "{qtype}");
         assert!(m.answers().is_empty(), "{qtype}");
@@ -138,7 +138,7 @@ fn a_synthetic_address_handed_out_gets_a_ptr_to_its_name() {
     ));
     let addr = addresses(&m)[0];
     let a = answer(&query(&reverse(addr), RecordType::PTR), &ask(&p, &names));
-    assert!(matches!(a.judged, Settled::Allowed), "{a:?}");
+    assert!(matches!(a.judged, Settled::Allowed(_)), "{a:?}");
     let m = reply(&a);
     assert_eq!(m.response_code(), ResponseCode::NoError);
     assert_eq!(m.answers().len(), 1, "{m:?}");

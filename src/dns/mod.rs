@@ -30,7 +30,7 @@ use tokio::task::JoinSet;
 
 use crate::audit::Via;
 use crate::judgement::record::{
-    audit_flagged_query, audit_refusal, audit_would_deny, Asked, Client,
+    audit_flagged_query, audit_refusal, audit_would_deny, trace_allowed_query, Asked, Client,
 };
 use crate::judgement::refusal::Refusal;
 use crate::judgement::{Phase, State};
@@ -274,8 +274,13 @@ impl Listener {
                 .traced(state, || None)
         };
         let record = match judged {
-            Settled::Allowed => {
+            Settled::Allowed(granted) => {
                 metrics.dns_query(Outcome::Allowed);
+                // Its span alone: an allowed query writes no record.
+                if let (true, Some(granted)) = (state.traced, granted) {
+                    let (target, decision) = *granted;
+                    trace_allowed_query(state, &client(), &target, &decision);
+                }
                 None
             }
             Settled::WouldDeny(refusal) => {

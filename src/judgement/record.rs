@@ -14,7 +14,7 @@ use super::state::State;
 use crate::audit::{clip_url, Record, RequestId, Trace, Via};
 use crate::dlp::{By, FoundIn, Hit};
 use crate::metrics::Outcome;
-use crate::policy::{Level, Reason, Target, Verdict};
+use crate::policy::{Decision, Level, Reason, Target, Verdict};
 
 /// What is being answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -268,6 +268,22 @@ pub(crate) fn audit_allowed(
         true => state.audit.write_detached(rec),
         false => state.audit.export_unwritten(rec),
     }
+}
+
+/// The span of an allowed query to the DNS listener (docs/reference/opentelemetry.md,
+/// "Traces"): its record, made for the span alone and never written (an allowed query
+/// is not in the audit log, whatever `--audit-allowed` says).
+pub(crate) fn trace_allowed_query(
+    state: &State,
+    client: &Client,
+    target: &Target,
+    decision: &Decision,
+) {
+    let mut rec = record("egress.allowed", client, target.host.to_string(), None);
+    rec.rule = decision.rule.as_deref().map(str::to_owned);
+    rec.policy_level = Some(decision.level.as_str());
+    rec.shared_hosting = decision.shared_hosting;
+    state.audit.export_unwritten(rec);
 }
 
 /// The record of `event` for an approved request: its destination, decision, session,

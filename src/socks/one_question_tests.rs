@@ -65,7 +65,7 @@ fn dns_verdict(name: &str, policies: &Policies) -> Option<Reason> {
         audit_refusing: false,
     };
     match answer(&m.to_vec().unwrap(), &given).judged {
-        Settled::Allowed => None,
+        Settled::Allowed(_) => None,
         Settled::Denied(r) | Settled::WouldDeny(r) => Some(r.reason),
         other => panic!("{name}: {other:?}"),
     }

@@ -6,7 +6,6 @@
 //! The validation is skipped, with a reason printed, when `python3` has no
 //! `ocsf_emitter` module.
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -19,7 +18,7 @@ use crate::support::dns::DnsServer;
 use crate::support::dns_client::{dns_listener, UdpClient};
 use crate::support::origin::Origin;
 use crate::support::proxy::ProxyBuilder;
-use crate::support::unique_temp_dir;
+use crate::support::{json_lines, unique_temp_dir};
 
 /// Validates each line of the file named by argv[1] with ocsf-emitter: the line's class
 /// model (generated from the OCSF 1.5.0 schema: required attributes, enums, types) and
@@ -68,14 +67,6 @@ fn validator_missing() -> bool {
     !found
 }
 
-fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect()
-}
-
 #[tokio::test]
 async fn the_proxy_writes_ocsf_events_a_validator_accepts_and_audit_commands_read() {
     let dir = unique_temp_dir("ocsf");
@@ -112,7 +103,7 @@ async fn the_proxy_writes_ocsf_events_a_validator_accepts_and_audit_commands_rea
     }
     assert!(proxy.terminate().await.success(), "{}", proxy.diagnostics());
 
-    let events = lines(&proxy.audit_path);
+    let events = json_lines(&proxy.audit_path);
     let by = |uid: u64, event: &str| {
         events
             .iter()

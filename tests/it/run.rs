@@ -15,6 +15,7 @@ mod kernel;
 mod later;
 mod lifecycle;
 mod names;
+mod otlp;
 mod own;
 mod parent;
 mod reach;

@@ -8,8 +8,10 @@
 //!   `traceparent`, which reaches the origin unchanged); the metrics arrive as points.
 //! - `failing`: a collector stopped, slow or answering 503: the audit log is whole, the
 //!   drops are counted, `/healthz` stays 200.
+//! - `listeners`: an allowed DNS query's span (no record), a SOCKS5 connection's.
 
 mod failing;
+mod listeners;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -23,10 +25,10 @@ use crate::support::dns::DnsServer;
 use crate::support::dns_client::{dns_listener, UdpClient};
 use crate::support::origin::Origin;
 use crate::support::proxy::ProxyBuilder;
-use crate::support::unique_temp_dir;
+use crate::support::{json_lines, unique_temp_dir};
 
 /// A client's W3C trace context: trace `4bf9…4736`, its span `00f0…02b7`.
-const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+pub(crate) const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 /// How long an export may take to arrive.
 const ARRIVAL: Duration = Duration::from_secs(30);
@@ -90,11 +92,7 @@ impl Receiver {
 
     /// Every body received so far.
     pub(crate) fn bodies(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.out)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("a JSON line"))
-            .collect()
+        json_lines(&self.out)
     }
 
     /// The items (`logRecords`, `spans`, `metrics`) of every body posted to `path`.
@@ -137,12 +135,17 @@ pub(crate) fn attr<'a>(item: &'a Value, key: &str) -> &'a Value {
         .map_or(&Value::Null, |kv| &kv["value"])
 }
 
-fn text<'a>(item: &'a Value, key: &str) -> &'a str {
+pub(crate) fn text<'a>(item: &'a Value, key: &str) -> &'a str {
     attr(item, key)["stringValue"].as_str().unwrap_or("")
 }
 
 /// The log or span whose `egress.event` and `http.request.method`/`egress.via` match.
-fn find<'a>(items: &'a [Value], event: &str, key: &str, value: &str) -> Option<&'a Value> {
+pub(crate) fn find<'a>(
+    items: &'a [Value],
+    event: &str,
+    key: &str,
+    value: &str,
+) -> Option<&'a Value> {
     items
         .iter()
         .find(|i| text(i, "egress.event") == event && text(i, key) == value)

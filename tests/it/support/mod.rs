@@ -32,7 +32,7 @@ pub(crate) mod sshd;
 pub(crate) mod tls;
 pub(crate) mod ws_origin;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -57,4 +57,23 @@ pub(crate) fn unique_temp_dir(tag: &str) -> PathBuf {
 /// Find `needle` in `haystack`.
 pub(crate) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Each whole line of the JSON Lines file at `path`, parsed (none when the file is
+/// missing; a last line not yet ended by its newline is left for a later read).
+pub(crate) fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+    whole
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| {
+                panic!(
+                    "{} holds a line that is not JSON ({e}): {l:?}",
+                    path.display()
+                )
+            })
+        })
+        .collect()
 }
