@@ -155,6 +155,11 @@ impl Exporter {
         metrics.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                // In this order, not at random: records are taken off the queue first (a
+                // full queue drops them), then logs and spans are sent, then metrics. A
+                // slow collector holds each send for its tries, and a random pick could
+                // send metrics several times over before the first logs.
+                biased;
                 written = self.rx.recv() => match written {
                     Some(written) => {
                         self.add(written);
