@@ -217,7 +217,11 @@ fn strip_userinfo(url: &str) -> String {
 /// Kept as the number and written out only where it is shown (a record, an answer, a log
 /// line): an allowed request that writes no record never formats or allocates one.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RequestId(u128);
+pub(crate) struct RequestId {
+    /// Two words, not a `u128`: its 16-byte alignment padded every struct carrying it.
+    prefix: u64,
+    n: u64,
+}
 
 impl RequestId {
     pub(crate) fn new() -> RequestId {
@@ -237,15 +241,18 @@ impl RequestId {
             u64::from_be_bytes(bytes)
         });
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        RequestId((u128::from(prefix) << 64) | u128::from(n))
+        RequestId { prefix, n }
     }
 
-    /// The 32 hex digits.
+    /// The 32 hex digits: the prefix's 16, then the counter's.
     fn digits(self) -> [u8; 32] {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut text = [0u8; 32];
-        for (i, digit) in text.iter_mut().enumerate() {
-            *digit = HEX[((self.0 >> (4 * (31 - i))) & 0xf) as usize];
+        let (high, low) = text.split_at_mut(16);
+        for (half, word) in [(high, self.prefix), (low, self.n)] {
+            for (i, digit) in half.iter_mut().enumerate() {
+                *digit = HEX[((word >> (4 * (15 - i))) & 0xf) as usize];
+            }
         }
         text
     }

@@ -57,7 +57,9 @@ pub(crate) fn forward<'u>(
 /// A request ready to go upstream: its allowed record (armed), the request with its
 /// head built, and the length of that head.
 pub(super) struct Ready {
-    pub(super) record: AllowedRecord,
+    /// Boxed once here: the record is moved into the exchange and then the answer's
+    /// body, each move 8 bytes instead of the record's 500.
+    pub(super) record: Box<AllowedRecord>,
     pub(super) req: Request<Body>,
     pub(super) head_up: u64,
 }
@@ -112,7 +114,7 @@ pub(super) fn prepare(
     };
     // From here the request may reach upstream: its allowed record is written however
     // the exchange ends (the client gone before the answer included), exactly once.
-    let record = AllowedRecord {
+    let record = Box::new(AllowedRecord {
         state,
         client,
         approved,
@@ -121,7 +123,7 @@ pub(super) fn prepare(
         dialed: None,
         armed: true,
         trip_ended: false,
-    };
+    });
     let req = Request::from_parts(parts, body);
     Ok(Ready {
         record,
@@ -137,7 +139,7 @@ pub(super) fn prepare(
     reason = "an async fn keeps a copy of each argument"
 )]
 fn exchange(
-    mut record: AllowedRecord,
+    mut record: Box<AllowedRecord>,
     upstream_req: Request<Body>,
     head_up: u64,
     upstream: &Arc<Upstream>,
@@ -248,7 +250,7 @@ pub(super) fn outcome(
 /// Upstream's answer to the client, its body metered and the allowed record written
 /// when it ends; `lease` goes back to the pool if the body was read to its end.
 pub(super) fn answered(
-    mut record: AllowedRecord,
+    mut record: Box<AllowedRecord>,
     resp: Response<Incoming>,
     dialed: Option<std::net::SocketAddr>,
     lease: Option<(Lease, Arc<Upstream>)>,

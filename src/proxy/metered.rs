@@ -18,7 +18,7 @@ use super::pool::{Lease, Upstream};
 pub(super) struct Metered {
     pub(super) inner: Incoming,
     pub(super) down: u64,
-    pub(super) record: Option<AllowedRecord>,
+    pub(super) record: Option<Box<AllowedRecord>>,
     pub(super) ended: bool,
     pub(super) lease: Option<(Lease, Arc<Upstream>)>,
 }

@@ -130,7 +130,7 @@ pub(crate) async fn forward(
 /// An opened WebSocket: its request's record (disarmed: the WebSocket writes its own),
 /// whose byte count the relay goes on adding to, and its URL.
 struct Open {
-    record: AllowedRecord,
+    record: Box<AllowedRecord>,
     url: Option<String>,
 }
 
