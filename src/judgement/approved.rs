@@ -9,7 +9,7 @@ use std::time::Instant;
 use super::budget::Allowance;
 use super::policies::Policies;
 use crate::dlp::{Detectors, FoundIn, Scanner};
-use crate::net::dial::CheckedAddr;
+use crate::net::dial::CheckedAddrs;
 use crate::policy::{Decision, NormalPath, RequestPolicy, Target};
 use crate::session::Session;
 
@@ -17,7 +17,7 @@ use crate::session::Session;
 #[derive(Debug, Clone)]
 pub(crate) struct Approved {
     pub target: Target,
-    pub addrs: Vec<CheckedAddr>,
+    pub addrs: CheckedAddrs,
     pub decision: Decision,
     /// The policies it was decided with: whatever is judged later for this request (a
     /// tunnel's first bytes) is judged by these, even across a reload.

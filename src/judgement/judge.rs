@@ -21,7 +21,7 @@ use super::refusal::{Failure, Refusal, Stop};
 use super::secrets;
 use super::state::State;
 use crate::dlp::{By, Hit};
-use crate::net::dial::{guard, CheckedAddr};
+use crate::net::dial::{guard, CheckedAddrs};
 use crate::policy::Target;
 use crate::policy::{check_narrowing, Decision, Effective, Host, Reason, RequestPolicy, Verdict};
 use crate::session::{AuthError, Session, SessionPolicy};
@@ -310,7 +310,7 @@ async fn checked_addrs(
     session: &Option<Arc<Session>>,
     target: &Target,
     state: &State,
-) -> Result<Vec<CheckedAddr>, Stop> {
+) -> Result<CheckedAddrs, Stop> {
     // A literal address and a pinned name are checked where they are, not copied.
     let resolved;
     let ips: &[IpAddr] = match &target.host {
@@ -334,7 +334,7 @@ async fn checked_addrs(
         }
     };
     let tag = |r: Refusal| Stop::from(r.in_session(session));
-    let mut addrs: Vec<CheckedAddr> = Vec::with_capacity(ips.len());
+    let mut addrs = CheckedAddrs::default();
     let mut refused = None;
     for &ip in ips {
         match guard(eff, ip, &state.own, target.port) {

@@ -17,6 +17,41 @@ use crate::policy::{check_address, Decision, Effective, Reason, Verdict};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CheckedAddr(SocketAddr);
 
+/// The checked addresses of one approval. Most names have one: kept inline, so a
+/// request's judgement allocates nothing for it; more go in a `Vec`.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum CheckedAddrs {
+    #[default]
+    None,
+    One([CheckedAddr; 1]),
+    Many(Vec<CheckedAddr>),
+}
+
+impl CheckedAddrs {
+    pub(crate) fn push(&mut self, addr: CheckedAddr) {
+        *self = match std::mem::take(self) {
+            CheckedAddrs::None => CheckedAddrs::One([addr]),
+            CheckedAddrs::One([first]) => CheckedAddrs::Many(vec![first, addr]),
+            CheckedAddrs::Many(mut all) => {
+                all.push(addr);
+                CheckedAddrs::Many(all)
+            }
+        };
+    }
+}
+
+impl std::ops::Deref for CheckedAddrs {
+    type Target = [CheckedAddr];
+
+    fn deref(&self) -> &[CheckedAddr] {
+        match self {
+            CheckedAddrs::None => &[],
+            CheckedAddrs::One(one) => one,
+            CheckedAddrs::Many(all) => all,
+        }
+    }
+}
+
 /// The address guard: judge `ip` on `port` at the address level (refused classes,
 /// `allowed_cidrs`, the proxy's own listeners `own`). The only way to make a
 /// [`CheckedAddr`]; a refusal comes back as the deciding [`Decision`] and its reason.
@@ -115,6 +150,20 @@ mod tests {
     use tokio::net::TcpListener;
 
     const SECOND: Duration = Duration::from_secs(1);
+
+    /// Pushed addresses come back in order, however many there are.
+    #[test]
+    fn checked_addrs_keep_every_address_in_order() {
+        let all: Vec<CheckedAddr> = (1..=3)
+            .map(|i| CheckedAddr::unchecked_for_test(SocketAddr::from(([127, 0, 0, i], 80))))
+            .collect();
+        let mut addrs = CheckedAddrs::default();
+        assert!(addrs.is_empty());
+        for (n, addr) in all.iter().enumerate() {
+            addrs.push(*addr);
+            assert_eq!(&addrs[..], &all[..=n]);
+        }
+    }
 
     /// A loopback port with nothing listening on it (bound, then released).
     async fn closed_port() -> SocketAddr {
