@@ -206,6 +206,47 @@ pub const TARGETS: &[(&str, Target)] = &[
 /// The fuzz corpus, replayed: every committed input of every target in `fuzz/corpus/`
 /// (seeds, and inputs that once crashed) goes through the same entry point the fuzzer
 /// calls, so `cargo test` keeps them passing without running the fuzzer.
+/// A request body's scan, for `benches/dlp_scan.rs`: `values` as a session's canaries
+/// (the compact index), and every built-in detector when `detectors` is set, looked for
+/// as a body relayed upstream is (docs/reference/dlp.md, "Bodies").
+pub struct BodyScan {
+    lookout: crate::dlp::Lookout,
+    flagged: std::sync::OnceLock<crate::dlp::Hit>,
+}
+
+impl BodyScan {
+    /// The lookout of `values` and, with `detectors`, the built-in detectors.
+    pub fn new(values: &[Vec<u8>], detectors: bool) -> BodyScan {
+        use crate::dlp::{Canary, Detectors, Lookout, Rule, Scanner};
+        let canaries: Vec<Canary> = (values.iter().enumerate())
+            .map(|(i, v)| Canary::new(&format!("c{}", i + 1), "generic", v.clone()))
+            .collect();
+        let rules = (crate::policy::Builtin::ALL.iter().filter(|_| detectors))
+            .map(|b| b.detector())
+            .map(|d| Rule {
+                id: d.name,
+                kind: d.kind,
+                bytes: d.bytes,
+                names: d.names,
+                longest: d.longest,
+            })
+            .collect();
+        let detectors = std::sync::Arc::new(Detectors::new(rules, false, Vec::new()));
+        let scanner = std::sync::Arc::new(Scanner::compact(&canaries));
+        let lookout = Lookout::new([scanner], &detectors).expect("something to look for");
+        BodyScan {
+            lookout,
+            flagged: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Whether `bytes` carry a canary or a secret.
+    pub fn scan(&self, bytes: &[u8]) -> bool {
+        let found_in = crate::dlp::FoundIn::Body;
+        self.lookout.scan(bytes, found_in, &self.flagged).is_some()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;

@@ -11,6 +11,8 @@
 //! bytes and its window of [`WINDOW`] bytes lies inside the form. The index holds each
 //! form's windows at its first `stride` offsets.
 
+use std::sync::Arc;
+
 use super::forms::{forms, name_forms, Encoding, Form};
 use super::index::{Index, WINDOW};
 use super::{Canary, FoundIn, Hit};
@@ -26,6 +28,8 @@ const COMPACT_STRIDE: usize = 4;
 pub(crate) struct Scanner {
     canaries: Vec<Canary>,
     index: Index,
+    /// Whether its index is the compact one (a probe every 4 bytes).
+    compact: bool,
     /// The longest form in bytes a client sends: a stream scanned piece by piece holds
     /// back one byte less than this, so no match is ever cut in two unseen.
     longest: usize,
@@ -83,8 +87,22 @@ impl Scanner {
         Scanner {
             canaries: canaries.to_vec(),
             index: Index::build(windows, stride.max(1), large),
+            compact: !large,
             longest,
         }
+    }
+
+    /// One scanner of the fast kind ([`Scanner::new`]) for the canaries of all of
+    /// `scanners`, in their order: for a long stream, where a probe every 9 to 16 bytes
+    /// in one index pays for building it. The one scanner itself when it is fast already.
+    pub(crate) fn merged(scanners: &[Arc<Scanner>]) -> Arc<Scanner> {
+        if let [one] = scanners {
+            if !one.compact {
+                return one.clone();
+            }
+        }
+        let all: Vec<Canary> = scanners.iter().flat_map(|s| s.canaries.clone()).collect();
+        Arc::new(Scanner::new(&all))
     }
 
     /// The id and kind of each canary, in order: what may be shown of them.
