@@ -145,9 +145,16 @@ pub(super) fn attributes(rec: &Record) -> Vec<KeyValue> {
     out
 }
 
-/// The events a span is made for: a judged request, tunnel or DNS query, once.
+/// The events a span is made for: a judged request, tunnel or DNS query, once. A DNS
+/// query that report mode answers, or that carries a secret only reported, has no
+/// `egress.allowed` record (a request's or tunnel's has, and that is its span): its
+/// `egress.would_deny` or `egress.flagged` record is.
 fn spanned(rec: &Record) -> bool {
-    matches!(rec.event, "egress.denied" | "egress.allowed")
+    match rec.event {
+        "egress.denied" | "egress.allowed" => true,
+        "egress.would_deny" | "egress.flagged" => rec.via == Via::Dns,
+        _ => false,
+    }
 }
 
 /// The LogRecord of one written line (none for a record the log does not hold), and

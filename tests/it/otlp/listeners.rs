@@ -70,6 +70,47 @@ async fn an_allowed_dns_query_has_its_span_and_writes_no_record() {
     assert_eq!(text(&logs[0], "server.address"), "evil.test");
 }
 
+/// A query report mode answers has no `egress.allowed` record: its `egress.would_deny`
+/// record is its span (not an error: it was answered), beside its log.
+#[tokio::test]
+async fn a_dns_query_report_mode_answers_has_its_span() {
+    if decoder_missing() {
+        return;
+    }
+    let receiver = Receiver::start(&unique_temp_dir("otlp-dns-report"), "ok");
+    let origin = Origin::start().await;
+    let org = crate::support::org::Org::standard(origin.port()).mode("report");
+    let mut proxy = ProxyBuilder::new(org.to_toml())
+        .policy(crate::support::org::allowlist_json(&["allowed.test"]))
+        .pin("allowed.test")
+        .arg("--dns-listen")
+        .arg("127.0.0.1:0")
+        .arg("--otlp-endpoint")
+        .arg(&receiver.endpoint())
+        .start()
+        .await;
+    let mut udp = UdpClient::new(dns_listener(&proxy)).await;
+    let answer = udp.query("evil.test", RecordType::A).await;
+    assert_eq!(a_records(&answer).len(), 1, "answered: {answer:?}");
+    receiver
+        .wait("the query's span", |r| !r.items("/v1/traces").is_empty())
+        .await;
+    assert!(proxy.terminate().await.success(), "{}", proxy.diagnostics());
+    let spans = receiver.items("/v1/traces");
+    assert_eq!(spans.len(), 1, "{spans:#?}");
+    let span = &spans[0];
+    assert_eq!(span["name"], "egress DNS");
+    assert_eq!(text(span, "egress.event"), "egress.would_deny");
+    assert_eq!(text(span, "server.address"), "evil.test");
+    assert!(
+        span["status"].get("code").is_none(),
+        "answered, not an error: {span}"
+    );
+    let logs = receiver.items("/v1/logs");
+    assert_eq!(logs.len(), 1, "{logs:#?}");
+    assert_eq!(text(&logs[0], "egress.event"), "egress.would_deny");
+}
+
 #[tokio::test]
 async fn a_socks5_connection_has_its_span_allowed_or_refused() {
     if decoder_missing() {
