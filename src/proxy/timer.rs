@@ -12,7 +12,7 @@
 //!
 //! A deadline fires when the ticker reaches it, as tokio's would. A deadline armed on a
 //! thread is only ever polled and dropped there (a worker's connections never move);
-//! one dropped elsewhere leaves its slot taken and its entry skipped when reached.
+//! one polled elsewhere is armed again there, and its first slot stays taken.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -77,16 +77,11 @@ impl Future for Deadline {
             let mut queue = queue.borrow_mut();
             match armed {
                 Some(armed) if armed.queue == queue.id => queue.poll(armed, cx.waker()),
-                // Polled on another thread than it was armed on: fired or not, it is
-                // judged by the clock there.
-                Some(_) if now() >= at => Poll::Ready(()),
-                Some(_) => {
-                    cx.waker().wake_by_ref();
-                    Poll::Pending
-                }
-                None => {
-                    let armed = queue.arm(at, cx.waker());
-                    self.armed = Some(armed);
+                // First polled, or polled on another thread than it was armed on: armed
+                // on this thread's queue (a deadline already past fires at the ticker's
+                // next turn).
+                _ => {
+                    self.armed = Some(queue.arm(at, cx.waker()));
                     Poll::Pending
                 }
             }
