@@ -12,6 +12,15 @@ use crate::support::origin::Origin;
 use crate::support::proxy::ProxyBuilder;
 use crate::support::unique_temp_dir;
 
+/// `builder` with a DNS listener, exporting to `receiver`.
+fn with_dns_exporting(builder: ProxyBuilder, receiver: &Receiver) -> ProxyBuilder {
+    builder
+        .arg("--dns-listen")
+        .arg("127.0.0.1:0")
+        .arg("--otlp-endpoint")
+        .arg(&receiver.endpoint())
+}
+
 #[tokio::test]
 async fn an_allowed_dns_query_has_its_span_and_writes_no_record() {
     if decoder_missing() {
@@ -21,14 +30,8 @@ async fn an_allowed_dns_query_has_its_span_and_writes_no_record() {
     let receiver = Receiver::start(&dir, "ok");
     let origin = Origin::start().await;
     // With --audit-allowed: an allowed query is still not in the log.
-    let mut proxy = ProxyBuilder::standard(origin.port())
-        .audit_allowed()
-        .arg("--dns-listen")
-        .arg("127.0.0.1:0")
-        .arg("--otlp-endpoint")
-        .arg(&receiver.endpoint())
-        .start()
-        .await;
+    let builder = ProxyBuilder::standard(origin.port()).audit_allowed();
+    let mut proxy = with_dns_exporting(builder, &receiver).start().await;
     let mut udp = UdpClient::new(dns_listener(&proxy)).await;
     let answer = udp.query("allowed.test", RecordType::A).await;
     assert_eq!(a_records(&answer).len(), 1, "{answer:?}");
@@ -80,15 +83,10 @@ async fn a_dns_query_report_mode_answers_has_its_span() {
     let receiver = Receiver::start(&unique_temp_dir("otlp-dns-report"), "ok");
     let origin = Origin::start().await;
     let org = crate::support::org::Org::standard(origin.port()).mode("report");
-    let mut proxy = ProxyBuilder::new(org.to_toml())
+    let builder = ProxyBuilder::new(org.to_toml())
         .policy(crate::support::org::allowlist_json(&["allowed.test"]))
-        .pin("allowed.test")
-        .arg("--dns-listen")
-        .arg("127.0.0.1:0")
-        .arg("--otlp-endpoint")
-        .arg(&receiver.endpoint())
-        .start()
-        .await;
+        .pin("allowed.test");
+    let mut proxy = with_dns_exporting(builder, &receiver).start().await;
     let mut udp = UdpClient::new(dns_listener(&proxy)).await;
     let answer = udp.query("evil.test", RecordType::A).await;
     assert_eq!(a_records(&answer).len(), 1, "answered: {answer:?}");
