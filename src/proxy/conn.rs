@@ -87,7 +87,11 @@ pub(crate) async fn serve_connection(
     builder
         .timer(super::timer::HeadTimer)
         .header_read_timeout(state.limits.header_timeout)
-        .max_buf_size(state.limits.max_header_bytes.max(8192));
+        .max_buf_size(state.limits.max_header_bytes.max(8192))
+        // An answer's head and body copied into one buffer and written at once: a
+        // queue of buffers for `writev` cost ~900 instructions a keep-alive request in
+        // its bookkeeping, more than the copy (docs/development.md, `instructions.sh`).
+        .writev(false);
     let conn = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(conn);
     let mut phase = state.phase.subscribe();

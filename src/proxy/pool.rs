@@ -346,8 +346,11 @@ impl Upstream {
             }
             let mut busy = Vec::new();
             let mut found = None;
+            // One clock read for the whole list (each read is a vDSO call).
+            let now = Instant::now();
             while let Some(entry) = list.pop() {
-                if entry.since.elapsed() >= IDLE_TIMEOUT {
+                let idle = now.saturating_duration_since(entry.since);
+                if idle >= IDLE_TIMEOUT {
                     // Returned in time order: everything below is older still.
                     list.clear();
                     break;
@@ -361,7 +364,7 @@ impl Upstream {
                     busy.push(entry);
                     continue;
                 }
-                found = Some((entry.sender, entry.since.elapsed()));
+                found = Some((entry.sender, idle));
                 break;
             }
             list.extend(busy.into_iter().rev());

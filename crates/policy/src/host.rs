@@ -95,23 +95,21 @@ fn normalise(input: &str) -> Result<Normalised, HostError> {
 /// lower-cased form, one trailing dot removed; `None` for anything else, which the
 /// general path reads (and which gives the same name for what this accepts).
 fn plain_name(input: &str) -> Option<String> {
-    let bytes = input.as_bytes();
-    let body = bytes.strip_suffix(b".").unwrap_or(bytes);
-    if body.is_empty() || body.len() > 253 {
+    let body = input.strip_suffix('.').unwrap_or(input);
+    let bytes = body.as_bytes();
+    if bytes.is_empty() || bytes.len() > 253 {
         return None;
     }
-    let mut out = Vec::with_capacity(body.len());
     let mut label_start = 0;
-    for (i, &b) in body.iter().enumerate() {
-        let lower = b.to_ascii_lowercase();
-        match lower {
+    for (i, &b) in bytes.iter().enumerate() {
+        match b.to_ascii_lowercase() {
             b'a'..=b'z' | b'0'..=b'9' => {}
             b'-' => {
-                if i == label_start || body.get(i + 1).is_none_or(|&n| n == b'.') {
+                if i == label_start || bytes.get(i + 1).is_none_or(|&n| n == b'.') {
                     return None;
                 }
                 // `xn--`: IDNA must check it.
-                if out.ends_with(b"xn-") {
+                if i >= 3 && bytes[i - 3..i].eq_ignore_ascii_case(b"xn-") {
                     return None;
                 }
             }
@@ -123,13 +121,13 @@ fn plain_name(input: &str) -> Option<String> {
             }
             _ => return None,
         }
-        out.push(lower);
     }
-    let last = &body[label_start..];
+    let last = &bytes[label_start..];
     if last.is_empty() || last.len() > 63 || last[0].is_ascii_digit() {
         return None;
     }
-    String::from_utf8(out).ok()
+    // Checked as bytes, lower-cased once: ASCII throughout, so no UTF-8 pass.
+    Some(body.to_ascii_lowercase())
 }
 
 /// Every host that is not [`plain_name`]'s: IDNA, IPv4 spellings, and every refusal.
