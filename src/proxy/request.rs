@@ -372,15 +372,19 @@ pub(crate) fn ask<'r, B: Sync>(
     })
 }
 
-/// A request's line and header fields, for the canaries: its path and query (the
-/// authority is the target, looked at by the judge), then each field's value.
+/// A request's line and header fields, for the canaries and detectors: its path and
+/// query (the authority is the target, looked at by the judge), then each field's value
+/// but the two the proxy takes for itself and never sends on, `Proxy-Authorization` (a
+/// session's own token) and `X-Network-Policy` (docs/reference/dlp.md, "Where the proxy
+/// looks"): nothing in them can leave, and a session's token is never a secret found.
 impl<B> Exposed for Request<B> {
     fn scan(&self, find: &dyn Fn(&[u8], FoundIn) -> Option<Hit>) -> Option<Hit> {
         let target = self.uri().path_and_query().map_or("", |p| p.as_str());
         find(target.as_bytes(), FoundIn::Url).or_else(|| {
             self.headers()
-                .values()
-                .find_map(|value| find(value.as_bytes(), FoundIn::Header))
+                .iter()
+                .filter(|(name, _)| **name != PROXY_AUTHORIZATION && **name != NETWORK_POLICY)
+                .find_map(|(_, value)| find(value.as_bytes(), FoundIn::Header))
         })
     }
 }

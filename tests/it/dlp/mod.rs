@@ -7,6 +7,7 @@
 
 mod body;
 mod canaries;
+mod consumed;
 mod detectors;
 mod fleet;
 mod inspected;
