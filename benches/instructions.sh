@@ -18,7 +18,10 @@
 # with READERS=0, the same records and no reader), STUCK=1 (with READERS, one more reader
 # that never reads), AUDIT_ALLOWED=1 (--audit-allowed alone: a record per request, each
 # sealed by the chain), PROXY_ARGS="..." (more flags for the proxy, split on spaces, e.g.
-# `--otlp-endpoint http://127.0.0.1:9`). The proxy pins its one name with --resolve:
+# `--otlp-endpoint http://127.0.0.1:9`), CANARIES=N (the requests go under a session made
+# through the admin API with N canaries and every built-in detector, or with neither for
+# N=0: compare the two for what the canaries' and detectors' scan costs a plain request).
+# The proxy pins its one name with --resolve:
 # nothing is resolved through the system resolver.
 #
 # After that line, the same difference per thread (callgrind --separate-threads=yes),
@@ -79,8 +82,9 @@ fi
 cat >"$TMP/client.py" <<'PY'
 import socket, sys
 port, count, origin = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+auth = f"Proxy-Authorization: {sys.argv[4]}\r\n" if len(sys.argv) > 4 else ""
 conn = socket.create_connection(("127.0.0.1", port), timeout=60)
-request = f"GET http://allowed.test:{origin}/ HTTP/1.1\r\nHost: allowed.test:{origin}\r\n\r\n".encode()
+request = f"GET http://allowed.test:{origin}/ HTTP/1.1\r\nHost: allowed.test:{origin}\r\n{auth}\r\n".encode()
 buf = b""
 for _ in range(count):
     conn.sendall(request)
@@ -108,6 +112,22 @@ s.sendall(b"GET /v1/events HTTP/1.1\r\nHost: admin\r\n\r\n")
 time.sleep(3600)
 PY
 
+# A session for CANARIES: its `Proxy-Authorization` value.
+cat >"$TMP/session.py" <<'PY'
+import base64, http.client, json, sys
+port, n, name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+body = {"network_policy": {"type": "allowlist", "allowed_domains": [name]}}
+if n:
+    body["canaries"] = [{"kind": "generic"}] * n
+    body["network_policy"]["dlp"] = {"detectors": [
+        "aws_access_key_id", "github_token", "private_key", "slack_token",
+        "google_api_key", "stripe_secret_key", "openai_api_key", "jwt"]}
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+conn.request("POST", "/v1/sessions", json.dumps(body), {"Content-Type": "application/json"})
+answer = json.loads(conn.getresponse().read())
+print("Basic " + base64.b64encode(f"{answer['id']}:{answer['token']}".encode()).decode())
+PY
+
 # Instructions the proxy ran, start to exit, serving $1 requests.
 count() {
     local pid readers=()
@@ -116,6 +136,9 @@ count() {
         events=(--audit-allowed --admin-listen "127.0.0.1:$ADMIN_PORT")
     elif [ "${AUDIT_ALLOWED:-0}" = 1 ]; then
         events=(--audit-allowed)
+    fi
+    if [ -n "${CANARIES:-}" ] && [ -z "${READERS:-}" ]; then
+        events+=(--admin-listen "127.0.0.1:$ADMIN_PORT")
     fi
     # shellcheck disable=SC2206 # split on spaces, as documented
     events+=(${PROXY_ARGS:-})
@@ -139,7 +162,12 @@ count() {
         PIDS+=("${readers[@]}")
         sleep 2
     fi
-    timeout 600 python3 "$TMP/client.py" "$PROXY_PORT" "$1" "$ORIGIN_PORT"
+    local auth=()
+    if [ -n "${CANARIES:-}" ]; then
+        wait_port "$ADMIN_PORT" 30
+        auth=("$(python3 "$TMP/session.py" "$ADMIN_PORT" "$CANARIES" "allowed.test:$ORIGIN_PORT")")
+    fi
+    timeout 600 python3 "$TMP/client.py" "$PROXY_PORT" "$1" "$ORIGIN_PORT" "${auth[@]}"
     kill -TERM "$pid"
     wait "$pid" || true
     for reader in "${readers[@]}"; do

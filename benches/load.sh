@@ -19,7 +19,8 @@
 # Knobs (environment): ROUNDS=3 DURATION=5 CONNS=50 THREADS=2 BIG_MIB=64 DOWNLOADS=6
 # TUNNELS=9000 (the proxy needs two descriptors a tunnel: keep 2*TUNNELS under
 # `ulimit -n`) BASE_PORT=21100 PROXY_BIN (default: the release build) NO_SQUID=1
-# NO_HAPROXY=1.
+# NO_HAPROXY=1 ONLY_DOWNLOADS=1 (no wrk runs and no memory figures: the downloads alone,
+# for work on the tunnel).
 #
 # Where haproxy is installed, it also runs as a reference relay for the download: a plain
 # TCP relay (splice on, no CONNECT, no policy, no inspection) in front of the HTTPS
@@ -219,6 +220,7 @@ warm_up() {
 echo "load.sh: $ROUNDS rounds of ${DURATION}s wrk runs (-t $THREADS -c $CONNS), $DOWNLOADS x ${BIG_MIB} MiB downloads; configurations: ${CONFIGS[*]}; downloads also: ${DOWNLOAD_CONFIGS[*]:${#CONFIGS[@]}}" >&2
 for round in $(seq "$ROUNDS"); do
     for mode in ka close; do
+        [ -n "${ONLY_DOWNLOADS:-}" ] && break
         for cfg in "${CONFIGS[@]}"; do
             echo "  round $round: $cfg $mode" >&2
             drive "$cfg" "$mode"
@@ -235,23 +237,27 @@ for round in $(seq "$ROUNDS"); do
 done
 
 # --- memory ---------------------------------------------------------------------------------
-start_proxy $MEM_PORT
-MEM_PID=${PIDS[-1]}
-sleep 1
-IDLE_KIB=$(rss_kib "$MEM_PID")
-# The tunnel client holds its tunnels until its stdin closes (or 300 s pass).
-exec 3> >(exec python3 "$ROOT/benches/tunnels.py" "127.0.0.1:$MEM_PORT" "$NAME:$HTTP_PORT" \
-    "$TUNNELS" 300 >"$TMP/tunnels.out" 2>&1)
-PIDS+=($!)
-for i in $(seq 1200); do
-    grep -q READY "$TMP/tunnels.out" 2>/dev/null && break
-    if grep -q Error "$TMP/tunnels.out" 2>/dev/null; then cat "$TMP/tunnels.out" >&2; exit 1; fi
-    sleep 0.1
-done
-grep -q READY "$TMP/tunnels.out" || { echo "load.sh: tunnels did not open" >&2; cat "$TMP/tunnels.out" >&2; exit 1; }
-sleep 1
-TUNNEL_KIB=$(rss_kib "$MEM_PID")
-exec 3>&-
+if [ -z "${ONLY_DOWNLOADS:-}" ]; then
+    start_proxy $MEM_PORT
+    MEM_PID=${PIDS[-1]}
+    sleep 1
+    IDLE_KIB=$(rss_kib "$MEM_PID")
+    # The tunnel client holds its tunnels until its stdin closes (or 300 s pass).
+    exec 3> >(exec python3 "$ROOT/benches/tunnels.py" "127.0.0.1:$MEM_PORT" "$NAME:$HTTP_PORT" \
+        "$TUNNELS" 300 >"$TMP/tunnels.out" 2>&1)
+    PIDS+=($!)
+    for i in $(seq 1200); do
+        grep -q READY "$TMP/tunnels.out" 2>/dev/null && break
+        if grep -q Error "$TMP/tunnels.out" 2>/dev/null; then cat "$TMP/tunnels.out" >&2; exit 1; fi
+        sleep 0.1
+    done
+    grep -q READY "$TMP/tunnels.out" || { echo "load.sh: tunnels did not open" >&2; cat "$TMP/tunnels.out" >&2; exit 1; }
+    sleep 1
+    TUNNEL_KIB=$(rss_kib "$MEM_PID")
+    exec 3>&-
+else
+    IDLE_KIB=0 TUNNEL_KIB=0
+fi
 
 # --- the table ---------------------------------------------------------------------------------
 med() { [ -s "$TMP/$1" ] && median <"$TMP/$1" || echo nan; }
