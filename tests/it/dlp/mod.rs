@@ -9,6 +9,7 @@ mod body;
 mod canaries;
 mod detectors;
 mod fleet;
+mod git;
 mod inspected;
 mod reported;
 mod session;
