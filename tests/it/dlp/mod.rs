@@ -12,6 +12,7 @@ mod fleet;
 mod git;
 mod inspected;
 mod reported;
+mod requests;
 mod session;
 mod shown;
 mod sink;
