@@ -14,7 +14,7 @@ mod inspected;
 mod reported;
 mod requests;
 mod session;
-mod shown;
+pub(crate) mod shown;
 mod sink;
 mod tunnel;
 mod websocket;
