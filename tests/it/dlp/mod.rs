@@ -18,6 +18,7 @@ pub(crate) mod shown;
 mod sink;
 mod tunnel;
 mod websocket;
+mod websocket_detectors;
 
 use std::path::PathBuf;
 
