@@ -16,7 +16,7 @@ use crate::support::unique_temp_dir;
 const BACKEND: &str = "/usr/lib/git-core/git-http-backend";
 
 /// Why this machine cannot run the scenario, if it cannot.
-fn missing_tools() -> Option<String> {
+pub(crate) fn missing_tools() -> Option<String> {
     for tool in ["git", "python3"] {
         let found = Command::new(tool).arg("--version").output();
         if !found.is_ok_and(|o| o.status.success()) {
@@ -27,7 +27,7 @@ fn missing_tools() -> Option<String> {
 }
 
 /// Run git with no user or system configuration, bounded in time.
-fn git(dir: &Path, home: &Path, args: &[&str]) -> Output {
+pub(crate) fn git(dir: &Path, home: &Path, args: &[&str]) -> Output {
     git_trusting(dir, home, args, None)
 }
 
@@ -56,7 +56,7 @@ fn git_trusting(dir: &Path, home: &Path, args: &[&str], ca: Option<&Path>) -> Ou
         .expect("run git")
 }
 
-fn ok(out: &Output, what: &str) {
+pub(crate) fn ok(out: &Output, what: &str) {
     assert!(
         out.status.success(),
         "{what} failed: {}\n{}",
@@ -67,10 +67,10 @@ fn ok(out: &Output, what: &str) {
 
 /// The git host: a bare repository `acme/repo.git` with one commit, served over TLS
 /// for `git.test`.
-struct GitHost {
-    dir: PathBuf,
-    home: PathBuf,
-    bare: PathBuf,
+pub(crate) struct GitHost {
+    pub(crate) dir: PathBuf,
+    pub(crate) home: PathBuf,
+    pub(crate) bare: PathBuf,
     port: u16,
     cert: PathBuf,
     log: PathBuf,
@@ -78,7 +78,7 @@ struct GitHost {
 }
 
 impl GitHost {
-    async fn start() -> GitHost {
+    pub(crate) async fn start() -> GitHost {
         let dir = unique_temp_dir("git-host");
         let home = dir.join("home");
         std::fs::create_dir_all(&home).unwrap();
@@ -143,23 +143,37 @@ impl GitHost {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("https://git.test:{}/acme/repo.git", self.port)
     }
 
     /// The commit `main` points at in the host's repository.
-    fn head(&self) -> String {
+    pub(crate) fn head(&self) -> String {
         let out = git(&self.bare, &self.home, &["rev-parse", "refs/heads/main"]);
         ok(&out, "rev-parse");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
-    fn requests(&self) -> String {
+    pub(crate) fn requests(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Every request body the host read, whole or cut short, one after the other.
+    pub(crate) fn bodies(&self) -> Vec<u8> {
+        std::fs::read(self.log.with_extension("log.bodies")).unwrap_or_default()
     }
 
     /// A proxy that allows `git.test` under `entries` (organization and `--policy`).
     async fn proxy(&self, entries: &[&str]) -> (Proxy, PathBuf) {
+        self.proxy_with(entries, |org| org).await
+    }
+
+    /// [`GitHost::proxy`], its organization file passed through `more` first.
+    pub(crate) async fn proxy_with(
+        &self,
+        entries: &[&str],
+        more: impl FnOnce(Org) -> Org,
+    ) -> (Proxy, PathBuf) {
         let ca = ca_init(&self.dir.join(format!("proxy-{}", entries.len())));
         let mut org = Org::new().ports(&[self.port]).loopback();
         for entry in entries {
@@ -170,7 +184,7 @@ impl GitHost {
             r#"{{"type":"allowlist","allowed_domains":[{}]}}"#,
             json.join(",")
         );
-        let proxy = ProxyBuilder::new(org.to_toml())
+        let proxy = ProxyBuilder::new(more(org).to_toml())
             .policy(policy)
             .pin("git.test")
             .arg("--ca")
@@ -183,7 +197,13 @@ impl GitHost {
     }
 
     /// Run git through `proxy`, trusting only the proxy's CA.
-    fn git_via(&self, proxy: &Proxy, ca_pem: &Path, dir: &Path, args: &[&str]) -> Output {
+    pub(crate) fn git_via(
+        &self,
+        proxy: &Proxy,
+        ca_pem: &Path,
+        dir: &Path,
+        args: &[&str],
+    ) -> Output {
         let proxy_url = format!("http.proxy=http://{}", proxy.addr);
         let all = [&["-c", &proxy_url][..], args].concat();
         git_trusting(dir, &self.home, &all, Some(ca_pem))
@@ -206,7 +226,7 @@ const READ_ONLY: &str = r#"{ host = "git.test", access = "read-only" }"#;
 const UPLOAD_PACK: &str =
     r#"{ host = "git.test", methods = ["POST"], paths = ["/acme/repo.git/git-upload-pack"] }"#;
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.unwrap()
 }
 

@@ -339,3 +339,76 @@ fn a_canary_in_a_redirected_connections_first_bytes_closes_it_undialed() {
         "never shown in a record: {records}"
     );
 }
+
+/// `[dlp] action = "report"` on the transparent listener (docs/reference/dlp.md, "Secret
+/// detectors"): a GitHub token in a redirected connection's first bytes (a plain-HTTP
+/// request line, an SSH banner's next line) reaches the origin, and each leaves one
+/// `egress.flagged` record with its `dlp` object; a server name carrying it, refused
+/// anyway (a server name for a literal address), is refused with the token as the
+/// reason. The control: the request without it goes through unflagged. No record or
+/// line of the proxy's log holds the token.
+#[test]
+fn report_mode_lets_a_secret_in_redirected_first_bytes_through_and_records_it_flagged() {
+    if let Some(why) = jail_tools_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let token = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789";
+    let r = run_harness_with("reported.py", &[token]);
+    let ctx = format!("{r:#}");
+    assert_eq!(r["http_clean"], "HTTP/1.1 200 OK", "{ctx}");
+    assert_eq!(r["audit_clean"], serde_json::json!([]), "unflagged: {ctx}");
+    assert_eq!(r["http_token"], "HTTP/1.1 200 OK", "{ctx}");
+    let http: Vec<&str> = r["http_received"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(http.len(), 2, "{ctx}");
+    assert!(
+        http[1].starts_with(&format!("GET /?k={token} HTTP/1.1\r\n")),
+        "{ctx}"
+    );
+    let lines = r["lines_received"].as_array().unwrap();
+    assert_eq!(lines.len(), 1, "only the line, not the hello: {ctx}");
+    assert!(lines[0].as_str().unwrap().contains(token), "{ctx}");
+    assert_eq!(r["sni_token"], "closed", "{ctx}");
+    let audit = r["audit"].as_array().unwrap();
+    fn text(v: &Value) -> &str {
+        v.as_str().unwrap_or("-")
+    }
+    let seen: Vec<(&str, &str, &str)> = audit
+        .iter()
+        .map(|a| {
+            (
+                text(&a["event"]),
+                text(&a["method"]),
+                text(&a["dlp"]["found_in"]),
+            )
+        })
+        .collect();
+    let want = [
+        ("egress.flagged", "GET", "url"),
+        ("egress.flagged", "CONNECT", "first_bytes"),
+        ("egress.denied", "CONNECT", "sni"),
+    ];
+    assert_eq!(seen, want, "{ctx}");
+    for record in audit {
+        assert_eq!(record["reason"], "secret_detected", "{ctx}");
+        assert_eq!(record["policy_level"], "dlp", "{ctx}");
+        assert_eq!(record["via"], "transparent", "{ctx}");
+        assert_eq!(record["dlp"]["id"], "github_token", "{ctx}");
+        assert_eq!(record["dlp"]["kind"], "detector", "{ctx}");
+        assert_eq!(record["dlp"]["encoding"], "plain", "{ctx}");
+        assert!(record.get("url").is_none(), "{ctx}");
+    }
+    let shown = format!(
+        "{}\n{}",
+        serde_json::to_string(audit).unwrap(),
+        r["proxy_log"]
+    );
+    for form in crate::dlp::shown::encoded_forms(token) {
+        assert!(!shown.contains(&form), "{form} shown: {ctx}");
+    }
+}

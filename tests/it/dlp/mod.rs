@@ -10,13 +10,16 @@ mod canaries;
 mod consumed;
 mod detectors;
 mod fleet;
+mod git;
 mod inspected;
 mod reported;
+mod requests;
 mod session;
-mod shown;
+pub(crate) mod shown;
 mod sink;
 mod tunnel;
 mod websocket;
+mod websocket_detectors;
 
 use std::path::PathBuf;
 

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::{values_file, with_canaries, VALUE};
@@ -16,7 +16,7 @@ use crate::support::org::{allowlist_json, Org};
 use crate::support::proxy::ProxyBuilder;
 
 /// RFC 6455 1.3's example key and the accept value that answers it.
-const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+pub(super) const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
 
 /// An origin that answers a handshake with `101` and keeps every byte after it.
@@ -26,38 +26,46 @@ async fn ws_sink() -> (u16, Arc<Mutex<Vec<u8>>>) {
     let got = Arc::new(Mutex::new(Vec::new()));
     let kept = got.clone();
     tokio::spawn(async move {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            return;
-        };
-        let mut head = Vec::new();
-        let mut buf = [0u8; 4096];
-        // Bounded: each read waits at most 10 s.
-        loop {
-            let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf));
-            let n = match read.await {
-                Ok(Ok(n)) if n > 0 => n,
-                _ => return,
-            };
-            if head.windows(4).any(|w| w == b"\r\n\r\n") {
-                kept.lock().unwrap().extend_from_slice(&buf[..n]);
-                continue;
-            }
-            head.extend_from_slice(&buf[..n]);
-            if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
-                kept.lock().unwrap().extend_from_slice(&head[end + 4..]);
-                let answer = format!(
-                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
-                     Connection: Upgrade\r\nSec-WebSocket-Accept: {ACCEPT}\r\n\r\n"
-                );
-                stream.write_all(answer.as_bytes()).await.unwrap();
-            }
+        if let Ok((stream, _)) = listener.accept().await {
+            keep_after_101(stream, kept).await;
         }
     });
     (port, got)
 }
 
+/// Answer the handshake on `stream` with `101` and keep every byte after it in `kept`.
+pub(super) async fn keep_after_101<S>(mut stream: S, kept: Arc<Mutex<Vec<u8>>>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Bounded: each read waits at most 10 s.
+    loop {
+        let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf));
+        let n = match read.await {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => return,
+        };
+        if head.windows(4).any(|w| w == b"\r\n\r\n") {
+            kept.lock().unwrap().extend_from_slice(&buf[..n]);
+            continue;
+        }
+        head.extend_from_slice(&buf[..n]);
+        if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+            kept.lock().unwrap().extend_from_slice(&head[end + 4..]);
+            let answer = format!(
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+                 Connection: Upgrade\r\nSec-WebSocket-Accept: {ACCEPT}\r\n\r\n"
+            );
+            stream.write_all(answer.as_bytes()).await.unwrap();
+            stream.flush().await.unwrap();
+        }
+    }
+}
+
 /// A masked client frame (payload under 126 bytes).
-fn frame(opcode: u8, fin: bool, payload: &[u8]) -> Vec<u8> {
+pub(super) fn frame(opcode: u8, fin: bool, payload: &[u8]) -> Vec<u8> {
     let mask = [0x37, 0xfa, 0x21, 0x3d];
     let mut out = vec![
         opcode | if fin { 0x80 } else { 0 },
@@ -70,7 +78,7 @@ fn frame(opcode: u8, fin: bool, payload: &[u8]) -> Vec<u8> {
 
 /// The payloads of the masked frames in `raw`, unmasked and joined (a frame cut short
 /// gives what arrived of it).
-fn payloads(raw: &[u8]) -> Vec<u8> {
+pub(super) fn payloads(raw: &[u8]) -> Vec<u8> {
     let (mut out, mut at) = (Vec::new(), 0);
     while at + 6 <= raw.len() {
         let len = usize::from(raw[at + 1] & 0x7f);
