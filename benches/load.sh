@@ -20,7 +20,8 @@
 # TUNNELS=9000 (the proxy needs two descriptors a tunnel: keep 2*TUNNELS under
 # `ulimit -n`) BASE_PORT=21100 PROXY_BIN (default: the release build) NO_SQUID=1
 # NO_HAPROXY=1 ONLY_DOWNLOADS=1 (no wrk runs and no memory figures: the downloads alone,
-# for work on the tunnel).
+# for work on the tunnel) PROXY_ARGS="..." (more flags for the proxy, split on spaces,
+# e.g. `--tunnel-splice`).
 #
 # Where haproxy is installed, it also runs as a reference relay for the download: a plain
 # TCP relay (splice on, no CONNECT, no policy, no inspection) in front of the HTTPS
@@ -95,7 +96,7 @@ start_proxy() {
     EGRESS_PROXY_LOG=warn "$PROXY_BIN" serve --org "$TMP/org.toml" --listen "127.0.0.1:$1" \
         --resolve "$NAME=127.0.0.1" --dns-server 127.0.0.1:9 \
         --audit-log "$TMP/audit-$1.jsonl" --max-connections 30000 \
-        --max-tunnels-per-client 30000 --tunnel-idle-timeout 600 2>>"$TMP/proxy-$1.log" &
+        --max-tunnels-per-client 30000 --tunnel-idle-timeout 600 ${PROXY_ARGS:-} 2>>"$TMP/proxy-$1.log" &
     PIDS+=($!)
     wait_port "$1"
 }

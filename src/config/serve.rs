@@ -242,6 +242,7 @@ fn proxy_limits(args: &cli::Limits) -> Result<Limits, ConfigError> {
             .map_err(|_| flag("--connection-wait", "must be a number of seconds"))?,
         max_header_bytes: at_least("--max-header-bytes", args.max_header_bytes, 1024)?,
         tunnel_idle_timeout: seconds("--tunnel-idle-timeout", args.tunnel_idle_timeout)?,
+        tunnel_splice: args.tunnel_splice,
         max_tunnels_per_session: at_least(
             "--max-tunnels-per-session",
             args.max_tunnels_per_session,

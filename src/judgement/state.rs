@@ -29,6 +29,8 @@ pub struct Limits {
     pub connection_wait: Duration,
     pub max_header_bytes: usize,
     pub tunnel_idle_timeout: Duration,
+    /// Whether a tunnel's bulk bytes are spliced rather than copied (`--tunnel-splice`).
+    pub tunnel_splice: bool,
     /// Open tunnels one session may hold (`--max-tunnels-per-session`).
     pub max_tunnels_per_session: usize,
     /// Connections one client address may hold before its first request head or SOCKS5

@@ -126,6 +126,7 @@ async fn carry_bytes(
     of: Carried<'_>,
 ) -> Result<bool, Refusal> {
     let (activity, allowance) = (of.activity, &of.approved.budget);
+    let splice = of.state.limits.tunnel_splice;
     let tunnel = Tunnel {
         approved: of.approved,
         state: of.state,
@@ -151,7 +152,8 @@ async fn carry_bytes(
             match Box::pin(admit_first(downstream, upstream, dialed, first)).await? {
                 Admitted::Ended(cut) => Ok(cut),
                 Admitted::Relay(downstream, upstream) => {
-                    let relayed = relay::both_ways(downstream, upstream, activity, allowance).await;
+                    let relayed =
+                        relay::both_ways(downstream, upstream, activity, allowance, splice).await;
                     Ok(ended(relayed, of.client))
                 }
             }
@@ -167,7 +169,7 @@ async fn carry_bytes(
                 return Ok(false);
             }
             let upstream = activity.watch_counting(upstream, of.down);
-            let relayed = relay::both_ways(downstream, upstream, activity, allowance).await;
+            let relayed = relay::both_ways(downstream, upstream, activity, allowance, splice).await;
             Ok(ended(relayed, of.client))
         }
     }

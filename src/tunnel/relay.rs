@@ -4,10 +4,12 @@
 //! each by default): small buffers cost throughput (a read and a write system call per
 //! 8 KiB), large ones cost memory on every idle tunnel. Here each direction waits for
 //! readiness holding nothing, and only for a burst of bytes takes what it needs to move
-//! them: on Linux a pipe, to `splice(2)` them from socket to socket without copying them
-//! through user space; elsewhere, or when no pipe can be had (out of descriptors), a
-//! [`CHUNK`] buffer. Either is let go as soon as the source would block, so an idle
-//! tunnel holds sockets and a task, no buffers and no pipes.
+//! them: a [`CHUNK`] buffer, or with `--tunnel-splice` on Linux a pipe, to `splice(2)`
+//! bulk bytes from socket to socket without copying them through user space (half the
+//! CPU per GiB, but a reader on the same host pays more for spliced data: see
+//! docs/ARCHITECTURE.md, "Bulk bytes are copied"). Either is let go as soon as the
+//! source would block, so an idle tunnel holds sockets and a task, no buffers and no
+//! pipes.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,8 +25,10 @@ use super::splice;
 use super::way::Way;
 use crate::judgement::budget::{self, Allowance};
 
-/// The most bytes moved by one read and one write.
-pub(crate) const CHUNK: usize = 64 * 1024;
+/// The most bytes moved by one read and one write. A `CONNECT` download copied 128 KiB
+/// at a time came at 0.88-0.94 of direct, 64 KiB at 0.86-0.91, 32 KiB at 0.82-0.84
+/// (`benches/load.sh`; docs/development.md).
+pub(crate) const CHUNK: usize = 128 * 1024;
 
 /// Copy until both directions have ended (each end's EOF is passed on as a half-close,
 /// as `copy_bidirectional` does) or either fails. Bytes read from `client` are added to
@@ -34,12 +38,14 @@ pub(crate) const CHUNK: usize = 64 * 1024;
 /// Bytes from `client` are drawn from `allowance` before they are sent: once it is
 /// spent, exactly the bytes that fit have gone upstream, upstream's side is shut down,
 /// and the relay ends with [`budget::Spent`]. The client bytes read before the relay
-/// and not yet sent (a `CONNECT`'s bytes read past its head) go first.
+/// and not yet sent (a `CONNECT`'s bytes read past its head) go first. With `splice`,
+/// bulk bytes are spliced (Linux; `--tunnel-splice`).
 pub(crate) async fn both_ways(
     client: Watched<Prefixed<TcpStream>>,
     upstream: Watched<TcpStream>,
     activity: &Activity,
     allowance: &Allowance,
+    splice: bool,
 ) -> io::Result<()> {
     let (client, up) = client.into_parts();
     let (mut upstream, down) = upstream.into_parts();
@@ -53,7 +59,7 @@ pub(crate) async fn both_ways(
             return Err(budget::spent());
         }
     }
-    let zero_copy = cfg!(target_os = "linux");
+    let zero_copy = splice && cfg!(target_os = "linux");
     let counts = Counts {
         up: &up,
         down: &down,

@@ -2,7 +2,7 @@
 //! the origin receives is counted on the origin's side, never taken from the proxy's
 //! word.
 //!
-//! - `tunnel`: tunnels (splice and copy) stop at exactly the budget, their record, and
+//! - `tunnel`: tunnels (copied, and spliced with `--tunnel-splice`) stop at exactly the budget, their record, and
 //!   the refused `CONNECT` once it is spent.
 //! - `body`: request bodies: a `Content-Length` over what is left, a chunked body cut.
 //! - `heads`: request heads, plain and inspected: a flood of large headers stops at
@@ -129,12 +129,19 @@ fn allowlist(budget: Option<u64>) -> Value {
 
 /// A proxy for `sink.test` at `port` under an organization budget.
 async fn proxy(port: u16, upload_bytes: u64) -> Proxy {
-    ProxyBuilder::new(org(port, Some(upload_bytes)))
+    proxy_with(port, upload_bytes, &[]).await
+}
+
+/// [`proxy`], with more flags.
+async fn proxy_with(port: u16, upload_bytes: u64, args: &[&str]) -> Proxy {
+    let mut builder = ProxyBuilder::new(org(port, Some(upload_bytes)))
         .policy(allowlist(None).to_string())
         .pin("sink.test")
-        .audit_allowed()
-        .start()
-        .await
+        .audit_allowed();
+    for arg in args {
+        builder = builder.arg(arg);
+    }
+    builder.start().await
 }
 
 /// `len` bytes of a pattern that does not start like TLS (the tunnel is not judged as

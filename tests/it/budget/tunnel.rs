@@ -2,19 +2,21 @@
 
 use super::*;
 
-/// A bulk upload through a tunnel (the relay splices it on Linux): the origin gets
-/// exactly the budget's bytes, then an end.
+/// A bulk upload through a tunnel, copied (the default) and spliced (`--tunnel-splice`,
+/// on Linux): the origin gets exactly the budget's bytes, then an end.
 #[tokio::test]
 async fn a_bulk_tunnel_upload_stops_at_exactly_the_budget() {
     const BUDGET: usize = 1024 * 1024 + 17;
-    let sink = Sink::start().await;
-    let proxy = proxy(sink.addr.port(), BUDGET as u64).await;
-    let stream = tunnel(&proxy, &sink, &[]).await;
-    let sent = pattern(4 * BUDGET);
-    send_until_closed(stream, &sent, sent.len(), Duration::ZERO).await;
-    let got = sink.ended(0).await;
-    assert_eq!(got.len(), BUDGET, "{}", proxy.diagnostics());
-    assert!(got == sent[..BUDGET], "the first bytes, in order");
+    for args in [&[][..], &["--tunnel-splice"][..]] {
+        let sink = Sink::start().await;
+        let proxy = proxy_with(sink.addr.port(), BUDGET as u64, args).await;
+        let stream = tunnel(&proxy, &sink, &[]).await;
+        let sent = pattern(4 * BUDGET);
+        send_until_closed(stream, &sent, sent.len(), Duration::ZERO).await;
+        let got = sink.ended(0).await;
+        assert_eq!(got.len(), BUDGET, "{args:?}: {}", proxy.diagnostics());
+        assert!(got == sent[..BUDGET], "{args:?}: the first bytes, in order");
+    }
 }
 
 /// Small writes through a tunnel (the relay copies them): the same exact stop.
