@@ -80,7 +80,8 @@
 //! - `fuzzing` (only with the `fuzzing` feature, and in the library's tests): the entry
 //!   points of the fuzz targets in `fuzz/`, and the replay of their corpus.
 
-// No unsafe code, except in `tunnel::splice` (splice(2), its pipe and a socket option),
+// No unsafe code, except in `tunnel::splice` (splice(2) and its pipe), `tunnel::batch`
+// (a socket option),
 // `serve::trim` (malloc_trim(3)),
 // `run::mount_attr` (mount_setattr(2)), `run::pty`, `run::jail` and `run::session`
 // (terminal ioctls, the steps between fork and exec, close_range(2) of the caller's
