@@ -141,9 +141,11 @@ async fn one_way(
         from.readable().await?;
         let mut burst = copy_burst(&from, &mut to, way, activity).await?;
         if burst == Burst::Bulk {
+            // Boxed: an idle tunnel's task keeps no room for a bulk burst's state (a
+            // burst of 128 KiB or more pays the allocation).
             #[cfg(target_os = "linux")]
             {
-                burst = bulk(&from, &mut to, way, activity, zero_copy, &mut pace).await?;
+                burst = Box::pin(bulk(&from, &mut to, way, activity, zero_copy, &mut pace)).await?;
             }
             #[cfg(not(target_os = "linux"))]
             {
