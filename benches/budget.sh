@@ -6,11 +6,11 @@
 # Starts a TCP sink origin and two release proxies on loopback, one without a budget and
 # one with `[limits] upload_bytes` far above what the run sends (so every byte is granted,
 # never cut), and uploads through a `CONNECT` tunnel of each in turn, ROUNDS times:
-# SIZE_MIB in 1 MiB writes (bulk: the relay splices) and in 4 KiB writes (small: it
-# mostly copies). Prints, per proxy and mode, the median upload speed and the proxy's CPU
+# SIZE_MIB in 1 MiB writes (bulk: the relay reads in batches) and in 4 KiB writes
+# (small: a read per write, mostly). Prints, per proxy and mode, the median upload speed and the proxy's CPU
 # (user + system) per GiB, and the budget's ratio to no budget, from the same run.
 # Knobs (environment): ROUNDS=5 SIZE_MIB=1024 BASE_PORT=21300 PROXY_BIN (default: the
-# release build). Needs python3. Names are pinned with --resolve.
+# release build) PROXY_ARGS="..." (more flags for both proxies, e.g. `--tunnel-splice`). Needs python3. Names are pinned with --resolve.
 #
 # INSTRUCTIONS=1 instead counts the proxy's user-space instructions per MiB uploaded
 # with callgrind (repeatable where timings are not; needs valgrind): each proxy is run
@@ -90,7 +90,7 @@ if [ "${INSTRUCTIONS:-0}" = 1 ]; then
         EGRESS_PROXY_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
             "$PROXY_BIN" serve --org "$TMP/org-$1.toml" --listen "127.0.0.1:${PORT[$1]}" \
             --resolve "sink.test=127.0.0.1" --audit-log "$TMP/audit-$1.jsonl" --workers 1 \
-            2>"$out.log" &
+            ${PROXY_ARGS:-} 2>"$out.log" &
         pid=$!
         PIDS+=($pid)
         wait_port "${PORT[$1]}" 30
@@ -120,7 +120,7 @@ for cfg in none budget; do
     port=${PORT[$cfg]}
     "$PROXY_BIN" serve --org "$TMP/org-$cfg.toml" --listen "127.0.0.1:$port" \
         --resolve "sink.test=127.0.0.1" --audit-log "$TMP/audit-$cfg.jsonl" --workers 1 \
-        --tunnel-idle-timeout 600 2>>"$TMP/proxy-$cfg.log" &
+        --tunnel-idle-timeout 600 ${PROXY_ARGS:-} 2>>"$TMP/proxy-$cfg.log" &
     PIDS+=($!)
     PID[$cfg]=$!
     wait_port "$port"
