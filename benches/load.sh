@@ -67,6 +67,9 @@ source "$ROOT/benches/common.sh"
 bench_tmp load
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+# The part of RSS that is the process's own (anonymous) memory: the rest is file pages,
+# mostly the binary's, shared page cache the kernel maps around each page touched.
+anon_kib() { awk '/^RssAnon/ {print $2}' "/proc/$1/status"; }
 # CPU time (user + system) a process has used, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK=$(getconf CLK_TCK)
@@ -242,7 +245,7 @@ if [ -z "${ONLY_DOWNLOADS:-}" ]; then
     start_proxy $MEM_PORT
     MEM_PID=${PIDS[-1]}
     sleep 1
-    IDLE_KIB=$(rss_kib "$MEM_PID")
+    IDLE_KIB=$(rss_kib "$MEM_PID") IDLE_ANON_KIB=$(anon_kib "$MEM_PID")
     # The tunnel client holds its tunnels until its stdin closes (or 300 s pass).
     exec 3> >(exec python3 "$ROOT/benches/tunnels.py" "127.0.0.1:$MEM_PORT" "$NAME:$HTTP_PORT" \
         "$TUNNELS" 300 >"$TMP/tunnels.out" 2>&1)
@@ -257,7 +260,7 @@ if [ -z "${ONLY_DOWNLOADS:-}" ]; then
     TUNNEL_KIB=$(rss_kib "$MEM_PID")
     exec 3>&-
 else
-    IDLE_KIB=0 TUNNEL_KIB=0
+    IDLE_KIB=0 IDLE_ANON_KIB=0 TUNNEL_KIB=0
 fi
 
 # --- the table ---------------------------------------------------------------------------------
@@ -285,6 +288,7 @@ echo "| proxy CPU per keep-alive request, us | | $C_KA | $Q_KA | | $(ratio "$C_K
 echo "| proxy CPU per close request, us | | $C_CL | $Q_CL | | $(ratio "$C_CL" "$Q_CL") | (lower is better) |"
 echo "| proxy CPU per GiB through CONNECT, ms | | $C_MB | $Q_MB | | $(ratio "$C_MB" "$Q_MB") | (lower is better) |"
 echo "| RSS idle, MiB | | $(awk -v k="$IDLE_KIB" 'BEGIN {printf "%.1f", k / 1024}') | | | | < 10 |"
+echo "| of it anonymous (not file pages), MiB | | $(awk -v k="$IDLE_ANON_KIB" 'BEGIN {printf "%.1f", k / 1024}') | | | | |"
 echo "| RSS with $TUNNELS idle tunnels, MiB | | $(awk -v k="$TUNNEL_KIB" 'BEGIN {printf "%.1f", k / 1024}') | | | | |"
 echo "| KiB per idle tunnel | | $PER_TUNNEL | | | | < 20 |"
 echo
