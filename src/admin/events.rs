@@ -45,11 +45,13 @@ pub(crate) type Closer = Arc<Notify>;
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Filter {
     session: Option<String>,
+    /// One event name, or several separated by commas.
     event: Option<String>,
 }
 
 impl Filter {
-    /// `session=ID` and `event=NAME`, each at most once; anything else is refused.
+    /// `session=ID` and `event=NAME` (or `event=NAME,NAME`), each at most once; anything
+    /// else is refused, as is an empty event name.
     pub(super) fn parse(query: Option<&str>) -> Result<Filter, String> {
         let mut filter = Filter::default();
         for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
@@ -64,11 +66,18 @@ impl Filter {
                 return Err(format!("`{key}` given twice"));
             }
         }
+        if let Some(events) = &filter.event {
+            if events.split(',').any(str::is_empty) {
+                return Err(format!("an empty event name in `{events}`"));
+            }
+        }
         Ok(filter)
     }
 
     fn matches(&self, rec: &LiveRecord) -> bool {
-        self.event.as_deref().is_none_or(|e| e == rec.event)
+        self.event
+            .as_deref()
+            .is_none_or(|events| events.split(',').any(|e| e == rec.event))
             && self
                 .session
                 .as_deref()
@@ -272,5 +281,30 @@ mod tests {
         let f = Filter::parse(Some("event=egress.denied")).unwrap();
         assert!(f.matches(&rec("egress.denied", None)));
         assert!(!f.matches(&rec("egress.would_deny", None)));
+    }
+
+    /// `event=A,B` keeps the records of either event, and only whole names match.
+    #[test]
+    fn an_event_filter_may_name_several_events() {
+        let rec = |event| LiveRecord {
+            event,
+            session: None,
+            line: Bytes::new(),
+        };
+        let f = Filter::parse(Some("event=egress.denied%2Cegress.flagged")).unwrap();
+        assert!(f.matches(&rec("egress.denied")));
+        assert!(f.matches(&rec("egress.flagged")));
+        assert!(!f.matches(&rec("egress.allowed")));
+        let f = Filter::parse(Some("event=egress.denied,egress.flagged")).unwrap();
+        assert!(f.matches(&rec("egress.flagged")));
+        assert!(!f.matches(&rec("egress")));
+        for empty in [
+            "event=",
+            "event=egress.denied,",
+            "event=,egress.denied",
+            "event=a,,b",
+        ] {
+            assert!(Filter::parse(Some(empty)).is_err(), "{empty}");
+        }
     }
 }

@@ -138,7 +138,11 @@ function failed(mine, section, e) {
   }
 }
 
-// --- Denials: GET /v1/events?event=egress.denied --------------------------------------
+// --- Denials: GET /v1/events?event=egress.denied,egress.flagged -----------------------
+
+// The refusals, and the secrets a detector in report mode let through (`egress.flagged`,
+// docs/reference/dlp.md): both are shown, these first.
+const DENIALS_STREAM = "/v1/events?event=egress.denied,egress.flagged";
 
 // An EventSource cannot send an Authorization header: the stream is fetch's body, split
 // into blocks at blank lines, each block's `event:` and `data:` fields read.
@@ -147,7 +151,7 @@ async function streamDenials(mine) {
   while (run === mine) {
     let opened = 0;
     try {
-      const resp = await api("GET", "/v1/events?event=egress.denied", undefined, mine.abort.signal);
+      const resp = await api("GET", DENIALS_STREAM, undefined, mine.abort.signal);
       if (!resp.ok) await json(resp);
       opened = Date.now();
       setStatus("live");
@@ -225,9 +229,9 @@ function onBlock(mine, block) {
   } catch (_) {
     return;
   }
-  if (name === "egress.denied") {
+  if (name === "egress.denied" || name === "egress.flagged") {
     const list = $("denials-list");
-    const denial = asRecord(record);
+    const denial = { ...asRecord(record), event: name };
     // Canaries and secrets found first (docs/reference/dlp.md), newest first; then the
     // other denials, newest first. The oldest of the others goes first when full.
     const item = denialItem(denial);

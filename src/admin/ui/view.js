@@ -88,16 +88,19 @@ export function isSecret(r) {
   return r.reason === "exfiltration_detected" || r.reason === "secret_detected";
 }
 
-// One denial (an `egress.denied` audit record, docs/reference/audit-log.md).
+// One denial (an `egress.denied` audit record, docs/reference/audit-log.md), or a secret
+// a detector in report mode found and let through (`egress.flagged`): shown alike, with a
+// "let through" badge.
 export function denialItem(r) {
   const secret = isSecret(r);
-  const item = el("li", secret ? "item denial secret" : "item denial", null, {
-    "data-host": r.host || "",
-  });
+  const flagged = r.event === "egress.flagged";
+  const cls = "item denial" + (secret ? " secret" : "") + (flagged ? " flagged" : "");
+  const item = el("li", cls, null, { "data-host": r.host || "" });
   const head = el("div", "head");
   const hasPort = r.port !== null && r.port !== undefined;
   head.append(el("span", "target", hasPort ? `${r.host}:${r.port}` : r.host));
   head.append(badge(r.reason || "denied", "reason " + reasonKind(r.reason)));
+  if (flagged) head.append(badge("let through", "flagged"));
   if (r.shared_hosting) head.append(badge("shared hosting", "shared"));
   head.append(el("time", "when", clock(r.ts), { datetime: r.ts || "" }));
   const meta = el("div", "meta");

@@ -3,7 +3,8 @@
 //! asked for and refused, denials arriving live, sessions, a held request approved
 //! from the page and reaching the origin, no error in the browser's console, and
 //! screenshots at a laptop's and a phone's width; a denial of an OCSF log
-//! (`--audit-format ocsf`) shown alike.
+//! (`--audit-format ocsf`) shown alike; a secret a detector in report mode let through
+//! (`egress.flagged`) shown first, marked so.
 //!
 //! - `browser`: the Chromium driver (`driver.py`, Selenium).
 //!
@@ -36,6 +37,11 @@ const HOSTILE_LABEL: &str = "<img src=x onerror=\"document.title='owned'\">agent
 /// `not_in_request_policy`, the one refusal a reviewer may approve; `hooks.webhook.site`
 /// is refused `shared_hosting`, which never is.
 fn org(port: u16) -> Org {
+    org_with_dlp(port, "[dlp]\ndetectors = [\"github_token\"]")
+}
+
+/// [`org`] with `dlp` as its `[dlp]` table.
+fn org_with_dlp(port: u16, dlp: &str) -> Org {
     Org::standard(port)
         .allow("held.test")
         .allow("other.test")
@@ -44,14 +50,19 @@ fn org(port: u16) -> Org {
         .default_policy(
             r#"{ type = "allowlist", allowed_domains = ["allowed.test", "hooks.webhook.site"] }"#,
         )
-        .raw_line("[dlp]\ndetectors = [\"github_token\"]")
+        .raw_line(dlp)
 }
 
 /// A value the `github_token` detector finds (docs/reference/dlp.md).
 const GITHUB: &str = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789";
 
 fn builder(origin: &Origin) -> ProxyBuilder {
-    ProxyBuilder::new(org(origin.port()).to_toml())
+    builder_with(org(origin.port()))
+}
+
+/// [`builder`] for another organization.
+fn builder_with(org: Org) -> ProxyBuilder {
+    ProxyBuilder::new(org.to_toml())
         .pin("allowed.test")
         .pin("held.test")
         .pin("other.test")
@@ -310,6 +321,59 @@ async fn the_console_shows_a_denial_of_an_ocsf_log() {
     assert_eq!(order, json!(["allowed.test", "evil.test"]));
     let line = proxy.audit_text();
     assert!(line.starts_with("{\"category_uid\":4,"), "{line}");
+    let logs = browser.logs();
+    assert!(severe(&logs).is_empty(), "console errors: {logs:?}");
+}
+
+/// A detector in report mode lets the secret through and records it `egress.flagged`:
+/// the page shows it with the secrets found, above the other denials, marked as let
+/// through, with which detector found it and where, never the value.
+#[tokio::test]
+async fn the_console_shows_a_secret_let_through_first_and_says_so() {
+    let tools = require_browser!();
+    let origin = Origin::start().await;
+    let reporting = org_with_dlp(
+        origin.port(),
+        "[dlp]\ndetectors = [\"github_token\"]\naction = \"report\"",
+    );
+    let proxy = builder_with(reporting).start().await;
+    let mut browser = Browser::start(&tools);
+    let admin_url = format!("http://{}/ui", proxy.admin().addr);
+    browser.call(json!({"do": "open", "url": admin_url}));
+    let signed_in = browser.call(json!({"do": "login", "token": TOKEN}));
+    assert_eq!(signed_in["signed_in"], true, "{signed_in}");
+    let resp = get_via_proxy(proxy.addr, &url("evil.test", &origin, "/x"), &[]).await;
+    assert_eq!(resp.status, 403);
+    let denied = browser.call(json!({"do": "denial", "host": "evil.test"}));
+    assert_eq!(
+        denied["badges"],
+        json!(["not_in_org_allowlist"]),
+        "{denied}"
+    );
+    // Let through: the origin has it.
+    let secret_url = url("allowed.test", &origin, "/upload");
+    let resp = get_via_proxy(proxy.addr, &secret_url, &[("x-token", GITHUB)]).await;
+    assert_eq!(resp.status, 200, "{resp:?}");
+    assert_eq!(origin.hits(), 1);
+    let flagged = browser.call(json!({"do": "denial", "host": "allowed.test"}));
+    assert_eq!(
+        flagged["badges"],
+        json!(["secret_detected", "let through"]),
+        "{flagged}"
+    );
+    assert_eq!(
+        flagged["fields"]["found"], "github_token (detector)",
+        "{flagged}"
+    );
+    assert_eq!(flagged["fields"]["in"], "header", "{flagged}");
+    assert!(!flagged.to_string().contains(GITHUB), "{flagged}");
+    let order = browser
+        .js("return [...document.querySelectorAll('#denials-list li')].map(li => li.dataset.host)");
+    assert_eq!(order, json!(["allowed.test", "evil.test"]));
+    let marked = browser.js(
+        "return [...document.querySelectorAll('#denials-list li.flagged')].map(li => li.dataset.host)",
+    );
+    assert_eq!(marked, json!(["allowed.test"]));
     let logs = browser.logs();
     assert!(severe(&logs).is_empty(), "console errors: {logs:?}");
 }
