@@ -8,7 +8,8 @@
 //!   budget.
 //! - [`plain`]: an absolute-form `ws://` request, and an `h2c` upgrade refused.
 //! - [`over_h2`]: `wss://` over HTTP/2 by RFC 8441's extended `CONNECT`: echo, a refused
-//!   path, the budget, other `:protocol` values and a declined handshake.
+//!   path, the budget, a secret in a message, other `:protocol` values and a declined
+//!   handshake.
 
 mod inspected;
 mod over_h2;
@@ -39,6 +40,11 @@ struct Setup {
 
 impl Setup {
     async fn start(budget: Option<u64>) -> Setup {
+        Setup::start_with(budget, None).await
+    }
+
+    /// [`Setup::start`] with `dlp` as the organization's `[dlp]` table.
+    async fn start_with(budget: Option<u64>, dlp: Option<&str>) -> Setup {
         let dir = unique_temp_dir("websocket");
         let certified = rcgen::generate_simple_self_signed(vec!["secure.test".into()]).unwrap();
         let (cert, key) = (dir.join("origin.pem"), dir.join("origin-key.pem"));
@@ -46,11 +52,14 @@ impl Setup {
         std::fs::write(&key, certified.key_pair.serialize_pem()).unwrap();
         let origin = WsOrigin::tls(&cert, &key);
         let ca_dir = ca_init(&dir);
-        let org = Org::new()
+        let mut org = Org::new()
             .allow_entry(ECHO_ONLY)
             .ports(&[origin.port])
-            .loopback()
-            .to_toml();
+            .loopback();
+        if let Some(dlp) = dlp {
+            org = org.raw_line(dlp);
+        }
+        let org = org.to_toml();
         let mut policy = serde_json::json!({"type": "allowlist",
             "allowed_domains": [{"host": "secure.test", "paths": ["/echo"]}]});
         if let Some(bytes) = budget {

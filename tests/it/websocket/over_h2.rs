@@ -21,6 +21,7 @@ use crate::support::ws_origin::require_websockets;
 ///   the stream. Prints `echoed N ACCEPT` (ACCEPT: `accept` when the 200 carried a
 ///   Sec-WebSocket-Accept, else `-`), `refused STATUS REASON` for another answer, or
 ///   `ended AFTER HOW` when the stream ended after AFTER echoes.
+/// - `ws+ PATH N SIZE TEXT`: as `ws`, with one more message, TEXT, after the N.
 /// - `proto PATH NAME`: an extended CONNECT for `:protocol NAME`; `refused STATUS REASON`.
 /// - `connect`: a plain CONNECT stream; `refused STATUS REASON`.
 const CLIENT: &str = r#"
@@ -102,7 +103,8 @@ def extended(path, protocol):
     return open_stream([(":method", "CONNECT"), (":protocol", protocol), (":scheme", "https"),
         (":path", path), (":authority", authority), ("sec-websocket-version", "13")])
 
-def websocket(path, n, size):
+def websocket(path, n, size, last=None):
+    messages = ["x" * size] * n + ([last] if last is not None else [])
     stream = extended(path, "websocket")
     headers = answer(stream)
     if headers[":status"] != "200":
@@ -122,10 +124,10 @@ def websocket(path, n, size):
             else:
                 raise Ended(type(event).__name__)
     try:
-        for i in range(n):
-            send(stream, ws.send(TextMessage(data="x" * size)))
+        for message in messages:
+            send(stream, ws.send(TextMessage(data=message)))
             got = 0
-            while got < size:
+            while got < len(message):
                 got += len(read(TextMessage).data)
             done += 1
         send(stream, ws.send(CloseConnection(code=1000)))
@@ -148,6 +150,9 @@ while at < len(steps):
     if kind == "ws":
         websocket(steps[at + 1], int(steps[at + 2]), int(steps[at + 3]))
         at += 4
+    elif kind == "ws+":
+        websocket(steps[at + 1], int(steps[at + 2]), int(steps[at + 3]), steps[at + 4])
+        at += 5
     elif kind == "proto":
         stream = extended(steps[at + 1], steps[at + 2])
         refused(stream, answer(stream))
@@ -345,4 +350,62 @@ async fn other_extended_connects_are_refused_and_only_a_proper_switch_opens() {
         [format!("https://secure.test:{}/echo", s.origin.port)],
         "only the accepted handshake opened"
     );
+}
+
+/// A value the `github_token` detector finds (docs/reference/dlp.md).
+const GITHUB: &str = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789";
+
+/// A secret in a message of a WebSocket over h2 (docs/reference/dlp.md, "WebSocket
+/// messages") is refused as over HTTP/1.1: the messages before it are echoed, the stream
+/// ends before the secret reaches the origin, and the record names the detector, found
+/// in `websocket`, never the value. Without the detector, the same message is echoed.
+#[tokio::test]
+async fn a_secret_in_an_h2_websocket_message_ends_the_stream_before_the_origin_gets_it() {
+    require_websockets!();
+    if client_missing() {
+        return;
+    }
+    let message = format!("token={GITHUB}");
+    let steps = ["ws+", "/echo", "2", "10", message.as_str()];
+    // The control: no detector, so the message goes through.
+    let open = Setup::start(None).await;
+    let (lines, out) = client(&open, &steps).await;
+    assert_eq!(
+        lines,
+        ["connect-protocol 1", "echoed 3 -"],
+        "{}",
+        said(&out)
+    );
+    assert_eq!(
+        open.origin.closed(1, Duration::from_secs(15)),
+        [("/echo".to_string(), 20 + message.len())]
+    );
+
+    let s = Setup::start_with(None, Some("[dlp]\ndetectors = [\"github_token\"]")).await;
+    let (lines, out) = client(&s, &steps).await;
+    assert_eq!(lines.len(), 2, "{}", said(&out));
+    assert!(
+        lines[1].starts_with("ended 2 "),
+        "the two clean messages echoed, then the stream ended: {}",
+        said(&out)
+    );
+    assert_eq!(
+        s.origin.closed(1, Duration::from_secs(15)),
+        [("/echo".to_string(), 20)],
+        "the origin had the two clean messages and no third"
+    );
+    let denied = s
+        .proxy
+        .wait_audit(|r| r["event"] == "egress.denied", AUDIT_TIMEOUT)
+        .await;
+    assert_eq!(denied["reason"], "secret_detected", "{denied}");
+    assert_eq!(denied["policy_level"], "dlp", "{denied}");
+    assert_eq!(
+        denied["dlp"],
+        serde_json::json!({"id": "github_token", "kind": "detector",
+            "encoding": "plain", "found_in": "websocket"}),
+        "{denied}"
+    );
+    let log = s.proxy.audit_text();
+    assert!(!log.contains(GITHUB), "the value is in the audit log");
 }
