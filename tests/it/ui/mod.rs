@@ -141,6 +141,16 @@ async fn the_console_is_served_without_the_token_with_strict_headers() {
     }
 }
 
+/// A browser on `proxy`'s console, signed in with the right token.
+fn signed_in(tools: &(PathBuf, PathBuf), proxy: &Proxy) -> Browser {
+    let mut browser = Browser::start(tools);
+    let admin_url = format!("http://{}/ui", proxy.admin().addr);
+    browser.call(json!({"do": "open", "url": admin_url}));
+    let signed_in = browser.call(json!({"do": "login", "token": TOKEN}));
+    assert_eq!(signed_in["signed_in"], true, "{signed_in}");
+    browser
+}
+
 /// The log entries at SEVERE, which a console without errors has none of.
 fn severe(logs: &[(String, String)]) -> Vec<&(String, String)> {
     logs.iter().filter(|(level, _)| level == "SEVERE").collect()
@@ -290,11 +300,7 @@ async fn the_console_shows_a_denial_of_an_ocsf_log() {
         .arg("ocsf")
         .start()
         .await;
-    let mut browser = Browser::start(&tools);
-    let admin_url = format!("http://{}/ui", proxy.admin().addr);
-    browser.call(json!({"do": "open", "url": admin_url}));
-    let signed_in = browser.call(json!({"do": "login", "token": TOKEN}));
-    assert_eq!(signed_in["signed_in"], true, "{signed_in}");
+    let mut browser = signed_in(&tools, &proxy);
     let resp = get_via_proxy(proxy.addr, &url("evil.test", &origin, "/x"), &[]).await;
     assert_eq!(resp.status, 403);
     let denied = browser.call(json!({"do": "denial", "host": "evil.test"}));
@@ -337,11 +343,7 @@ async fn the_console_shows_a_secret_let_through_first_and_says_so() {
         "[dlp]\ndetectors = [\"github_token\"]\naction = \"report\"",
     );
     let proxy = builder_with(reporting).start().await;
-    let mut browser = Browser::start(&tools);
-    let admin_url = format!("http://{}/ui", proxy.admin().addr);
-    browser.call(json!({"do": "open", "url": admin_url}));
-    let signed_in = browser.call(json!({"do": "login", "token": TOKEN}));
-    assert_eq!(signed_in["signed_in"], true, "{signed_in}");
+    let mut browser = signed_in(&tools, &proxy);
     let resp = get_via_proxy(proxy.addr, &url("evil.test", &origin, "/x"), &[]).await;
     assert_eq!(resp.status, 403);
     let denied = browser.call(json!({"do": "denial", "host": "evil.test"}));
