@@ -37,7 +37,6 @@ use std::time::{Duration, SystemTime};
 
 use base64::Engine;
 use hyper::header::HeaderValue;
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::dlp::Scanner;
@@ -301,15 +300,21 @@ fn parse_basic(value: &[u8]) -> Option<(String, String)> {
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(encoded.trim())
         .ok()?;
-    let decoded = String::from_utf8(decoded).ok()?;
-    let (id, token) = decoded.split_once(':')?;
-    Some((id.to_string(), token.to_string()))
+    // The decoded text becomes the ID; only the token is copied out of it.
+    let mut id = String::from_utf8(decoded).ok()?;
+    let colon = id.find(':')?;
+    let token = id.split_off(colon + 1);
+    id.truncate(colon);
+    Some((id, token))
 }
 
 /// What is kept of a token. Tokens are 256 random bits, so a plain hash cannot be
 /// reversed by guessing; a slow password hash would only cost every request.
 pub(crate) fn hash_token(token: &str) -> TokenHash {
-    Sha256::digest(token.as_bytes()).into()
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut hash = TokenHash::default();
+    hash.copy_from_slice(digest.as_ref());
+    hash
 }
 
 /// Equal bytes, in time that depends only on the lengths.

@@ -14,8 +14,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
 use super::reload::Reloader;
 
 /// How often the files are looked at.
@@ -33,8 +31,16 @@ fn look(path: &Path) -> Option<Seen> {
     let content = std::fs::read(&target).ok()?;
     Some(Seen {
         target,
-        hash: Sha256::digest(&content).into(),
+        hash: sha256(&content),
     })
+}
+
+/// The SHA-256 of `bytes`.
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut hash = [0u8; 32];
+    hash.copy_from_slice(digest.as_ref());
+    hash
 }
 
 /// Poll `files` and reload through `reloader` whenever one of them changes.

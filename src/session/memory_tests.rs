@@ -42,6 +42,42 @@ fn constant_time_eq_cases() {
     assert!(constant_time_eq(b"", b""));
 }
 
+/// What is kept of a token is its SHA-256 (the Redis store's `token_sha256` too, so every
+/// replica of every version must agree): FIPS 180-2's test vector.
+#[test]
+fn a_token_is_kept_as_its_sha256() {
+    let hex: String = crate::session::hash_token("abc")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(
+        hex,
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+}
+
+/// `Basic base64(ID:TOKEN)`: split at the first colon, so a token may hold one; no colon
+/// or text that is not UTF-8 is malformed.
+#[test]
+fn credentials_split_at_the_first_colon() {
+    let value = |text: &[u8]| {
+        let enc = base64::engine::general_purpose::STANDARD.encode(text);
+        HeaderValue::from_str(&format!("basic  {enc} ")).unwrap()
+    };
+    let of = |text: &[u8]| crate::session::credentials_of(1, Some(&value(text)));
+    assert_eq!(
+        of(b"s1:to:ken").unwrap(),
+        Some(("s1".to_string(), "to:ken".to_string()))
+    );
+    assert_eq!(of(b":").unwrap(), Some((String::new(), String::new())));
+    assert_eq!(of(b"no colon").unwrap_err(), AuthError::Malformed);
+    assert_eq!(of(b"s1:\xff").unwrap_err(), AuthError::Malformed);
+    assert_eq!(
+        crate::session::credentials_of(2, Some(&value(b"s1:t"))).unwrap_err(),
+        AuthError::Malformed
+    );
+}
+
 #[test]
 fn tokens_are_256_bits_of_hex_and_differ() {
     let s = store();
