@@ -134,9 +134,9 @@ async fn one_way(
     // Whether bulk bytes are read in batches, kept from burst to burst.
     #[cfg(target_os = "linux")]
     let mut pace = batch::Pace::new();
-    // A pipe's bytes are granted without waiting; a fleet-wide budget may have to wait
-    // for a draw, so its bytes are copied.
-    let zero_copy = zero_copy && !way.allowance.is_some_and(Allowance::leased);
+    // Nothing splices here.
+    #[cfg(not(target_os = "linux"))]
+    let _ = zero_copy;
     loop {
         from.readable().await?;
         let mut burst = copy_burst(&from, &mut to, way, activity).await?;
@@ -175,6 +175,9 @@ async fn bulk(
     zero_copy: bool,
     pace: &mut batch::Pace,
 ) -> io::Result<Burst> {
+    // A pipe's bytes are granted without waiting; a fleet-wide budget may have to wait
+    // for a draw, so its bytes are copied.
+    let zero_copy = zero_copy && !way.allowance.is_some_and(Allowance::leased);
     if let Some(pipe) = zero_copy.then(splice::Pipe::new).and_then(Result::ok) {
         return match pipe
             .burst(from.as_ref(), to.as_ref(), way, activity, pace)
