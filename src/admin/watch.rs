@@ -31,16 +31,8 @@ fn look(path: &Path) -> Option<Seen> {
     let content = std::fs::read(&target).ok()?;
     Some(Seen {
         target,
-        hash: sha256(&content),
+        hash: crate::audit::chain::hash(&content),
     })
-}
-
-/// The SHA-256 of `bytes`.
-fn sha256(bytes: &[u8]) -> [u8; 32] {
-    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
-    let mut hash = [0u8; 32];
-    hash.copy_from_slice(digest.as_ref());
-    hash
 }
 
 /// Poll `files` and reload through `reloader` whenever one of them changes.

@@ -37,9 +37,10 @@ pub enum Format {
     Ocsf,
 }
 
-/// The SHA-256 of a line's bytes (without its newline).
-pub(crate) fn hash(line: &[u8]) -> [u8; 32] {
-    let digest = ring::digest::digest(&ring::digest::SHA256, line);
+/// The SHA-256 of a line's bytes (without its newline); also what is kept of a session
+/// token (`crate::session::hash_token`) and of a watched file (`crate::admin::watch`).
+pub(crate) fn hash(bytes: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
     let mut out = [0u8; 32];
     out.copy_from_slice(digest.as_ref());
     out
