@@ -2,9 +2,12 @@
 //! `AAAA` of one name at once, from one socket, and may repeat itself: those queries are
 //! one attempt, and make one audit record (each is still counted in the metrics). A
 //! query from another socket, for another name, or after [`WINDOW`] is recorded again.
+//! A name that carries a canary or a secret is recorded as `[redacted]`, so there the
+//! canary or detector that found it tells one attempt from another.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -18,9 +21,9 @@ pub(crate) const WINDOW: Duration = Duration::from_secs(2);
 /// [`WINDOW`], every refusal is recorded (more records, never fewer).
 pub(crate) const CAPACITY: usize = 4096;
 
-/// The client's socket, the name, the reason, and whether the name was answered (a
-/// secret only reported, `egress.flagged`) or refused.
-type Key = (SocketAddr, String, Reason, bool);
+/// The client's socket, the name, the reason, whether the name was answered (a secret
+/// only reported, `egress.flagged`) or refused, and the canary or detector found.
+type Key = (SocketAddr, String, Reason, bool, Option<Arc<str>>);
 
 /// Refusals recorded in the last [`WINDOW`], by client socket, name and reason.
 #[derive(Default)]
@@ -47,7 +50,8 @@ impl Recent {
 
     fn first_at(&self, client: SocketAddr, refusal: &Refusal, flagged: bool, now: Instant) -> bool {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (client, refusal.host.clone(), refusal.reason, flagged);
+        let found = refusal.dlp.as_ref().map(|hit| hit.id.clone());
+        let key = (client, refusal.host.clone(), refusal.reason, flagged, found);
         if let Some(at) = seen.get(&key) {
             if now.duration_since(*at) < WINDOW {
                 return false;
@@ -94,6 +98,36 @@ mod tests {
             "after the window"
         );
         assert!(recent.first_at(a, &evil, true, t), "answered, not refused");
+    }
+
+    /// Names that carry a secret are all `[redacted]`: another canary or detector is
+    /// another attempt, the same one again (`AAAA`) is not.
+    #[test]
+    fn a_redacted_name_is_told_apart_by_what_was_found_in_it() {
+        use crate::dlp::{By, Encoding, FoundIn, Hit};
+        let found = |id: &str| {
+            let mut r = refusal(crate::judgement::refusal::REDACTED, Reason::SecretDetected);
+            r.dlp = Some(Box::new(Hit {
+                id: id.into(),
+                kind: "detector".into(),
+                encoding: Encoding::Plain,
+                found_in: FoundIn::Dns,
+                by: By::Secret,
+            }));
+            r
+        };
+        let recent = Recent::new();
+        let a: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let t = Instant::now();
+        assert!(recent.first_at(a, &found("github_token"), false, t));
+        assert!(
+            !recent.first_at(a, &found("github_token"), false, t),
+            "AAAA"
+        );
+        assert!(
+            recent.first_at(a, &found("aws_access_key_id"), false, t),
+            "another detector"
+        );
     }
 
     #[test]
