@@ -285,16 +285,16 @@ impl Listener {
             }
             Settled::WouldDeny(refusal) => {
                 metrics.dns_query(Outcome::WouldDeny(refusal.reason));
-                let first = self.recent.first(peer, &refusal);
+                let first = self.recent.first(peer, &refusal, bytes);
                 first.then(|| Record::WouldDeny(client(), refusal))
             }
             Settled::Flagged(refusal) => {
                 metrics.dns_query(Outcome::Allowed);
-                let first = self.recent.first_flagged(peer, &refusal);
+                let first = self.recent.first_flagged(peer, &refusal, bytes);
                 first.then(|| Record::Flagged(client(), refusal))
             }
             Settled::Denied(refusal) => {
-                if self.recent.first(peer, &refusal) {
+                if self.recent.first(peer, &refusal, bytes) {
                     Some(Record::Denied(client(), refusal))
                 } else {
                     metrics.dns_query(Outcome::Denied(refusal.reason));
