@@ -1,4 +1,4 @@
-//! Reading a bulk burst's source in batches (Linux): when the source runs dry mid-burst,
+//! Reading a bulk burst's source in batches: when the source runs dry mid-burst,
 //! the proxy asks the kernel to wake it only once [`BATCH`] bytes have arrived
 //! (`SO_RCVLOWAT`), or the source ended, or [`BATCH_WAIT`] has passed. On a shared
 //! machine a wake-up per few dozen KiB cost the sender and the receiver as much as the
@@ -6,12 +6,15 @@
 //! wait, so the direction stops batching (and stops holding bytes back) until they come
 //! faster again ([`Pace`]); bytes that come while it batches wait at most
 //! [`BATCH_WAIT`] (plus the timer's millisecond). Copied bursts (`super::relay`) and
-//! spliced ones (`super::splice`) both batch.
+//! spliced ones (`super::splice`) both batch. The mark is set on Linux only: elsewhere
+//! setting it fails, so a direction stops batching at its first dry read and its bytes
+//! are passed on as they come.
 
-// Unsafe code: the setsockopt(2) of `SO_RCVLOWAT`, with its `SAFETY:` comment.
+// Unsafe code: the setsockopt(2) of `SO_RCVLOWAT` (Linux), with its `SAFETY:` comment.
 #![allow(unsafe_code)]
 
 use std::io;
+#[cfg(target_os = "linux")]
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
@@ -144,6 +147,7 @@ impl Drop for Batching<'_, '_> {
 
 /// Set the socket's receive low-water mark: readiness is signalled only once `bytes` are
 /// queued (or the peer ended, or the receive window runs short).
+#[cfg(target_os = "linux")]
 fn set_rcvlowat(socket: &TcpStream, bytes: usize) -> io::Result<()> {
     let value = bytes.min(libc::c_int::MAX as usize) as libc::c_int;
     // SAFETY: a setsockopt on an open socket (borrowed for the call); the option value
@@ -163,7 +167,13 @@ fn set_rcvlowat(socket: &TcpStream, bytes: usize) -> io::Result<()> {
     Ok(())
 }
 
-#[cfg(test)]
+/// Not set here: the caller does not batch.
+#[cfg(not(target_os = "linux"))]
+fn set_rcvlowat(_socket: &TcpStream, _bytes: usize) -> io::Result<()> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
     use crate::tunnel::test_pair::pair;

@@ -9,7 +9,6 @@
 //! redirected connection's were judged before it was dialed. An intercepted tunnel is
 //! served by the listener that knows HTTP, through [`Inspect`].
 
-#[cfg(target_os = "linux")]
 pub(crate) mod batch;
 mod carry;
 pub(crate) mod idle;

@@ -9,7 +9,7 @@
 //! CPU per GiB, but a reader on the same host pays more for spliced data: see
 //! docs/ARCHITECTURE.md, "Bulk bytes are copied"). Either is let go as soon as the
 //! source would block, so an idle tunnel holds sockets and a task, no buffers and no
-//! pipes. On Linux a bulk burst's source is read in batches (`batch`): a copied
+//! pipes. A bulk burst's source is read in batches (`batch`, Linux): a copied
 //! download woke the proxy about every 85 KiB, and batching took it from 0.87 to 1.02 of
 //! direct at a quarter less CPU (docs/development.md).
 
@@ -20,11 +20,12 @@ use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 
+use super::batch;
 use super::idle::{Activity, Watched};
 use super::prefixed::Prefixed;
-use super::way::Way;
 #[cfg(target_os = "linux")]
-use super::{batch, splice};
+use super::splice;
+use super::way::Way;
 use crate::judgement::budget::{self, Allowance};
 
 /// The most bytes moved by one read and one write. A `CONNECT` download copied 128 KiB
@@ -122,8 +123,8 @@ enum Burst {
 ///
 /// Every burst starts with copies through a buffer, so a small message costs a read and
 /// a write. Only once a read fills the whole buffer (a bulk transfer) is the rest of the
-/// burst read in batches (on Linux: `batch`), and moved through a pipe when splicing is
-/// on and a full-size pipe can be had.
+/// burst read in batches (`batch`), and moved through a pipe when splicing is on and a
+/// full-size pipe can be had.
 async fn one_way(
     from: ReadHalf<'_>,
     mut to: WriteHalf<'_>,
@@ -132,25 +133,14 @@ async fn one_way(
     zero_copy: bool,
 ) -> io::Result<()> {
     // Whether bulk bytes are read in batches, kept from burst to burst.
-    #[cfg(target_os = "linux")]
     let mut pace = batch::Pace::new();
-    // Nothing splices here.
-    #[cfg(not(target_os = "linux"))]
-    let _ = zero_copy;
     loop {
         from.readable().await?;
-        let mut burst = copy_burst(&from, &mut to, way, activity).await?;
+        let mut burst = copy_burst(&from, &mut to, way, activity, None).await?;
         if burst == Burst::Bulk {
             // Boxed: an idle tunnel's task keeps no room for a bulk burst's state (a
             // burst of 128 KiB or more pays the allocation).
-            #[cfg(target_os = "linux")]
-            {
-                burst = Box::pin(bulk(&from, &mut to, way, activity, zero_copy, &mut pace)).await?;
-            }
-            #[cfg(not(target_os = "linux"))]
-            {
-                burst = copy_bulk(&from, &mut to, way, activity).await?;
-            }
+            burst = Box::pin(bulk(&from, &mut to, way, activity, zero_copy, &mut pace)).await?;
         }
         match burst {
             Burst::Ended => return to.shutdown().await,
@@ -165,8 +155,7 @@ async fn one_way(
 }
 
 /// The rest of a bulk burst, read in batches while `pace` says so: spliced when
-/// `zero_copy` and a full-size pipe can be had, else copied.
-#[cfg(target_os = "linux")]
+/// `zero_copy` and a full-size pipe can be had (Linux), else copied.
 async fn bulk(
     from: &ReadHalf<'_>,
     to: &mut WriteHalf<'_>,
@@ -175,10 +164,8 @@ async fn bulk(
     zero_copy: bool,
     pace: &mut batch::Pace,
 ) -> io::Result<Burst> {
-    // A pipe's bytes are granted without waiting; a fleet-wide budget may have to wait
-    // for a draw, so its bytes are copied.
-    let zero_copy = zero_copy && !way.allowance.is_some_and(Allowance::leased);
-    if let Some(pipe) = zero_copy.then(splice::Pipe::new).and_then(Result::ok) {
+    #[cfg(target_os = "linux")]
+    if let Some(pipe) = pipe(zero_copy, way) {
         return match pipe
             .burst(from.as_ref(), to.as_ref(), way, activity, pace)
             .await
@@ -189,67 +176,56 @@ async fn bulk(
             Err(e) => Err(e),
         };
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = zero_copy; // nothing splices here
     let mut batching = batch::Batching::new(from.as_ref(), pace);
-    let mut buf = Vec::with_capacity(CHUNK);
-    loop {
-        match read_draining(from.as_ref(), &mut buf) {
-            Ok(0) => return Ok(Burst::Ended),
-            Ok(n) => {
-                batching.pace.moved(n);
-                if !pass_on(&mut buf, to, way, activity).await? {
-                    return Ok(Burst::Spent);
-                }
-            }
-            // Dry: wait for a batch if that pays, else end the burst (and let the buffer
-            // go).
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if !batching.wait().await? {
-                    return Ok(Burst::WouldBlock);
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
+    copy_burst(from, to, way, activity, Some(&mut batching)).await
 }
 
-/// The rest of a bulk burst where nothing batches: copied as it comes.
-#[cfg(not(target_os = "linux"))]
-async fn copy_bulk(
-    from: &ReadHalf<'_>,
-    to: &mut WriteHalf<'_>,
-    way: Way<'_>,
-    activity: &Activity,
-) -> io::Result<Burst> {
-    loop {
-        match copy_burst(from, to, way, activity).await? {
-            Burst::Bulk => {}
-            burst => return Ok(burst),
-        }
-    }
+/// A pipe for a bulk burst, if splicing is on and one can be had. A pipe's bytes are
+/// granted without waiting; a fleet-wide budget may have to wait for a draw, so its bytes
+/// are copied.
+#[cfg(target_os = "linux")]
+fn pipe(zero_copy: bool, way: Way<'_>) -> Option<splice::Pipe> {
+    let leased = way.allowance.is_some_and(Allowance::leased);
+    (zero_copy && !leased).then(splice::Pipe::new)?.ok()
 }
 
-/// Copy through a [`CHUNK`] buffer until `from` would block (the buffer is then let go)
-/// or ends, or a read fills the whole buffer.
+/// Copy through a [`CHUNK`] buffer until `from` ends or would block (the buffer is then
+/// let go). Without `batching`, also until a read fills the whole buffer ([`Burst::Bulk`]);
+/// with it (the rest of a bulk burst), a dry `from` is waited on for a batch first.
 async fn copy_burst(
     from: &ReadHalf<'_>,
     to: &mut WriteHalf<'_>,
     way: Way<'_>,
     activity: &Activity,
+    mut batching: Option<&mut batch::Batching<'_, '_>>,
 ) -> io::Result<Burst> {
     let mut buf = Vec::with_capacity(CHUNK);
     loop {
         match read_draining(from.as_ref(), &mut buf) {
             Ok(0) => return Ok(Burst::Ended),
             Ok(n) => {
+                if let Some(batching) = batching.as_deref_mut() {
+                    batching.pace.moved(n);
+                }
                 if !pass_on(&mut buf, to, way, activity).await? {
                     return Ok(Burst::Spent);
                 }
-                if n == CHUNK {
+                if n == CHUNK && batching.is_none() {
                     return Ok(Burst::Bulk);
                 }
             }
-            // Nothing more for now: wait for readiness again without the buffer.
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Burst::WouldBlock),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let more = match batching.as_deref_mut() {
+                    Some(batching) => batching.wait().await?,
+                    None => false,
+                };
+                // Nothing more for now: wait for readiness again without the buffer.
+                if !more {
+                    return Ok(Burst::WouldBlock);
+                }
+            }
             Err(e) => return Err(e),
         }
     }
