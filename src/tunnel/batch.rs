@@ -51,7 +51,7 @@ impl Pace {
         }
     }
 
-    pub(crate) fn moved(&mut self, bytes: usize) {
+    fn moved(&mut self, bytes: usize) {
         if !self.batch {
             self.moved_at(bytes, Instant::now());
         }
@@ -87,7 +87,7 @@ impl Default for Pace {
 /// wait, and set back to one byte when a wait runs out or the burst ends.
 pub(crate) struct Batching<'a, 'p> {
     from: &'a TcpStream,
-    pub(crate) pace: &'p mut Pace,
+    pace: &'p mut Pace,
     /// Whether the mark is raised now.
     raised: bool,
 }
@@ -99,6 +99,11 @@ impl<'a, 'p> Batching<'a, 'p> {
             pace,
             raised: false,
         }
+    }
+
+    /// `bytes` were read from the source: its pace.
+    pub(crate) fn moved(&mut self, bytes: usize) {
+        self.pace.moved(bytes);
     }
 
     /// The source ran dry: wait for a batch if that pays. Returns whether to read

@@ -207,7 +207,7 @@ async fn copy_burst(
             Ok(0) => return Ok(Burst::Ended),
             Ok(n) => {
                 if let Some(batching) = batching.as_deref_mut() {
-                    batching.pace.moved(n);
+                    batching.moved(n);
                 }
                 if !pass_on(&mut buf, to, way, activity).await? {
                     return Ok(Burst::Spent);

@@ -100,7 +100,7 @@ impl Pipe {
                 },
                 Err(e) => return Err(e),
             };
-            batching.pace.moved(read);
+            batching.moved(read);
             let granted = way.moved(read);
             let mut left = granted;
             // Once per splice round: the tunnel's idle clock and its session's traffic.
