@@ -10,11 +10,10 @@ use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use hickory_proto::op::Message;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use crate::judgement::refusal::Refusal;
 use crate::policy::Reason;
